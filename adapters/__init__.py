@@ -1,0 +1,1 @@
+"""Adapters: everything that talks to the outside world."""

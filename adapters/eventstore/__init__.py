@@ -1,0 +1,5 @@
+"""The event log: the `eventsourcing` application on SQLite or PostgreSQL."""
+
+from adapters.eventstore.event_log import EventLog, event_log_env
+
+__all__ = ["EventLog", "event_log_env"]

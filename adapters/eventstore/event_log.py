@@ -1,0 +1,68 @@
+"""The `eventsourcing` application that stores Engram's aggregates.
+
+It is only the log and its repository: command handlers live in `services/`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import unquote, urlparse
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import JSONTranscoder
+
+from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32
+from domain.being import Being
+from domain.patrol_run import PatrolRun
+
+APPLICATION_NAME = "engram"
+"""Table names on PostgreSQL derive from it: changing it orphans a deployment's log."""
+
+
+def _postgres_env(url: str) -> dict[str, str]:
+    parsed = urlparse(url)
+    if parsed.scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
+        raise ValueError("ENGRAM_DATABASE_URL must be a postgresql:// URL")
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "POSTGRES_DBNAME": unquote(parsed.path.lstrip("/")) or "engram",
+        "POSTGRES_HOST": unquote(parsed.hostname or "localhost"),
+        "POSTGRES_PORT": str(parsed.port or 5432),
+        "POSTGRES_USER": unquote(parsed.username or "postgres"),
+        "POSTGRES_PASSWORD": unquote(parsed.password or ""),
+        "POSTGRES_POOL_SIZE": "5",
+        "POSTGRES_MAX_OVERFLOW": "10",
+        "POSTGRES_LOCK_TIMEOUT": "5",
+    }
+    # A socket directory can be given as ?host=/path (libpq convention).
+    for part in parsed.query.split("&"):
+        key, _, value = part.partition("=")
+        if key == "host" and value:
+            env["POSTGRES_HOST"] = unquote(value)
+        if key == "schema" and value:
+            env["POSTGRES_SCHEMA"] = unquote(value)
+    return env
+
+
+def event_log_env(data_dir: Path, database_url: str | None) -> dict[str, str]:
+    if database_url:
+        return _postgres_env(database_url)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": str(data_dir / "events.sqlite3"),
+        "SQLITE_LOCK_TIMEOUT": "10",
+    }
+
+
+class EventLog(Application[UUID]):
+    name = APPLICATION_NAME
+    # Beings gain an event per patrol cycle; snapshots keep their replay short.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200}
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        super().register_transcodings(transcoder)
+        transcoder.register(EmbeddingAsFloat32())
+        transcoder.register(DateAsISO())

@@ -1,0 +1,153 @@
+"""The Being: a persona whose memory Engram keeps."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.base import BeingScopedAggregate
+from domain.cluster import ROOT_NAMES, Cluster
+from domain.errors import InvalidInput
+from domain.ids import being_id_for_name, normalise_being_name, root_cluster_id
+
+MAX_NAME_CHARS = 64
+MAX_SOUL_CHARS = 64 * 1024
+MAX_THINK_MD_CHARS = 16 * 1024
+MAX_DIARY_CHARS = 8 * 1024
+
+
+def validate_being_name(name: str) -> str:
+    clean = normalise_being_name(name)
+    if not clean:
+        raise InvalidInput("a being's name must not be empty")
+    if len(clean) > MAX_NAME_CHARS:
+        raise InvalidInput(f"a being's name has at most {MAX_NAME_CHARS} characters")
+    if any(not ch.isprintable() for ch in clean):
+        raise InvalidInput("a being's name must not contain control characters")
+    return clean
+
+
+def _check_text(label: str, text: str, limit: int) -> str:
+    if len(text) > limit:
+        raise InvalidInput(f"{label} has at most {limit} characters, got {len(text)}")
+    return text
+
+
+class Being(BeingScopedAggregate):
+    TOPIC = "engram.Being"
+
+    class Event(Aggregate.Event):
+        TOPIC = "engram.Being.Event"
+        being_id: UUID
+
+    class Registered(Event, Aggregate.Created):
+        TOPIC = "engram.Being.Registered"
+        class_version = 1
+        name: str
+        business_root_id: UUID
+        private_root_id: UUID
+
+    class SoulDefined(Event):
+        TOPIC = "engram.Being.SoulDefined"
+        class_version = 1
+        soul: str
+
+        def apply(self, being: Being) -> None:
+            being.soul = self.soul
+
+    class ThinkMdWritten(Event):
+        TOPIC = "engram.Being.ThinkMdWritten"
+        class_version = 1
+        think_md: str
+
+        def apply(self, being: Being) -> None:
+            being.think_md = self.think_md
+
+    class DiaryEntryWritten(Event):
+        """Upserts the entry of one date: a second patrol that day replaces it."""
+
+        TOPIC = "engram.Being.DiaryEntryWritten"
+        class_version = 1
+        date: str
+        text: str
+
+        def apply(self, being: Being) -> None:
+            being.diary[self.date] = self.text
+
+    class PatrolCycleStarted(Event):
+        """Spec ❷. Session counts of all nodes derive from this one event."""
+
+        TOPIC = "engram.Being.PatrolCycleStarted"
+        class_version = 1
+        cycle: int
+
+        def apply(self, being: Being) -> None:
+            being.cycle = self.cycle
+
+    def __init__(
+        self, being_id: UUID, name: str, business_root_id: UUID, private_root_id: UUID
+    ) -> None:
+        self.being_id = being_id
+        self.name = name
+        self.business_root_id = business_root_id
+        self.private_root_id = private_root_id
+        self.cycle = 0
+        self.soul = ""
+        self.think_md = ""
+        self.diary: dict[str, str] = {}
+
+    @classmethod
+    def register(cls, name: str, at: datetime) -> tuple[Being, Cluster, Cluster]:
+        """A new being and its two root clusters, to be saved in one transaction."""
+        clean = validate_being_name(name)
+        being_id = being_id_for_name(clean)
+        roots = {root: root_cluster_id(being_id, root) for root in ROOT_NAMES}
+        being = cls._create(
+            cls.Registered,
+            id=being_id,
+            being_id=being_id,
+            name=clean,
+            business_root_id=roots["Business"],
+            private_root_id=roots["Private"],
+            timestamp=at,
+        )
+        business = Cluster.create_root(roots["Business"], being_id, "Business", at)
+        private = Cluster.create_root(roots["Private"], being_id, "Private", at)
+        return being, business, private
+
+    @property
+    def root_ids(self) -> dict[str, UUID]:
+        return {"Business": self.business_root_id, "Private": self.private_root_id}
+
+    def define_soul(self, soul: str, at: datetime) -> None:
+        self._emit(self.SoulDefined, at, soul=_check_text("a soul", soul, MAX_SOUL_CHARS))
+
+    def write_think_md(self, think_md: str, at: datetime) -> None:
+        self._emit(
+            self.ThinkMdWritten, at, think_md=_check_text("think_md", think_md, MAX_THINK_MD_CHARS)
+        )
+
+    def write_diary(self, date: str, text: str, at: datetime) -> None:
+        try:
+            _dt.date.fromisoformat(date)
+        except ValueError:
+            raise InvalidInput(f"diary date {date!r} is not YYYY-MM-DD") from None
+        self._emit(
+            self.DiaryEntryWritten, at, date=date, text=_check_text("a diary entry", text, MAX_DIARY_CHARS)
+        )
+
+    def start_patrol_cycle(self, at: datetime) -> int:
+        self._emit(self.PatrolCycleStarted, at, cycle=self.cycle + 1)
+        return self.cycle
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "id": str(self.id),
+            "name": self.name,
+            "cycle": self.cycle,
+            "roots": {k: str(v) for k, v in self.root_ids.items()},
+        }

@@ -1,0 +1,40 @@
+"""Deterministic identifiers.
+
+Ids that must be the same in two racing processes (a being's name, an
+idempotency key, a patrol cycle, the node a note becomes) are UUIDv5 values
+derived from stable inputs. Random ids are drawn by the application layer and
+passed in.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from uuid import UUID, uuid5
+
+ENGRAM_NAMESPACE = UUID("0d3c8a52-5b8e-4f4e-9a57-9c1e6c1f2a10")
+
+
+def normalise_being_name(name: str) -> str:
+    """NFC and trimmed: two spellings that render the same are the same name."""
+    return unicodedata.normalize("NFC", name).strip()
+
+
+def being_id_for_name(name: str) -> UUID:
+    return uuid5(ENGRAM_NAMESPACE, "being:" + normalise_being_name(name))
+
+
+def root_cluster_id(being_id: UUID, root_name: str) -> UUID:
+    return uuid5(being_id, "root-cluster:" + root_name)
+
+
+def note_id_for_key(being_id: UUID, idempotency_key: str) -> UUID:
+    return uuid5(being_id, "note:" + idempotency_key)
+
+
+def node_id_for_note(note_id: UUID) -> UUID:
+    """The node a scene note becomes: re-running patrol cannot create it twice."""
+    return uuid5(note_id, "node")
+
+
+def patrol_run_id(being_id: UUID, cycle: int) -> UUID:
+    return uuid5(being_id, f"patrol-run:{cycle}")

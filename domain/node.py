@@ -1,0 +1,358 @@
+"""Memory nodes: one remembered scene each (spec 000, Layer 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain import decay
+from domain.base import BeingScopedAggregate
+from domain.cluster import Cluster
+from domain.embedding import Embedding
+from domain.errors import (
+    CrossBeingReference,
+    DeadNodeCannotBeAbsorbed,
+    EmbeddingMismatch,
+    InvalidInput,
+    InvalidTransition,
+    NodeNotDecayed,
+    PinnedNodeCannotDie,
+)
+from domain.scene import Scene, SceneInput
+
+CONSOLIDATION_BONUS = 0.05
+"""Importance a survivor gains per merge group (spec ❹), capped at 1.0."""
+
+
+class NodeStatus(StrEnum):
+    ACTIVE = "active"
+    DYING = "dying"
+    DEAD = "dead"
+
+
+class ReactivationSource(StrEnum):
+    """Which read reactivated a node; the increments follow the spec's table (❺)."""
+
+    RECALL = "recall"
+    RECALL_MEMORY = "recall_memory"
+    SEARCH_MEMORY = "search_memory"
+    QUERY = "query"
+
+
+def reactivation_increment(source: ReactivationSource, status: NodeStatus) -> int:
+    """+2 for dead nodes reached by `recall_memory` or `search_memory`, +1 otherwise."""
+    if status == NodeStatus.DEAD and source in (
+        ReactivationSource.RECALL_MEMORY,
+        ReactivationSource.SEARCH_MEMORY,
+    ):
+        return 2
+    return 1
+
+
+class MemoryNode(BeingScopedAggregate):
+    TOPIC = "engram.MemoryNode"
+
+    class Event(Aggregate.Event):
+        TOPIC = "engram.MemoryNode.Event"
+        being_id: UUID
+
+    class Created(Event, Aggregate.Created):
+        TOPIC = "engram.MemoryNode.Created"
+        class_version = 1
+        scene: dict[str, Any]
+        feeling: str
+        importance: float
+        themes: list[str]
+        emotion: dict[str, float] | None
+        cluster_id: UUID
+        source_note_id: UUID | None
+        source_ref: str | None
+        activation_cycle: int
+
+    class Embedded(Event):
+        """The vector, in an event of its own so that rebuilds never call an embedder."""
+
+        TOPIC = "engram.MemoryNode.Embedded"
+        class_version = 1
+        embedding: Embedding
+
+        def apply(self, node: MemoryNode) -> None:
+            node.embedding = self.embedding
+
+    class MovedToCluster(Event):
+        TOPIC = "engram.MemoryNode.MovedToCluster"
+        class_version = 1
+        cluster_id: UUID
+        from_cluster_id: UUID
+
+        def apply(self, node: MemoryNode) -> None:
+            node.cluster_id = self.cluster_id
+
+    class Pinned(Event):
+        TOPIC = "engram.MemoryNode.Pinned"
+        class_version = 1
+
+        def apply(self, node: MemoryNode) -> None:
+            node.pinned = True
+            if node.status == NodeStatus.DYING:
+                node.status = NodeStatus.ACTIVE
+
+    class Unpinned(Event):
+        TOPIC = "engram.MemoryNode.Unpinned"
+        class_version = 1
+
+        def apply(self, node: MemoryNode) -> None:
+            node.pinned = False
+
+    class FlaggedDying(Event):
+        TOPIC = "engram.MemoryNode.FlaggedDying"
+        class_version = 1
+        cycle: int
+
+        def apply(self, node: MemoryNode) -> None:
+            node.status = NodeStatus.DYING
+
+    class MadeDead(Event):
+        """Spec ❹ `make_dead`: a dying node without a merge partner."""
+
+        TOPIC = "engram.MemoryNode.MadeDead"
+        class_version = 1
+        cycle: int
+        reason: str
+
+        def apply(self, node: MemoryNode) -> None:
+            node.status = NodeStatus.DEAD
+
+    class Absorbed(Event):
+        """Spec ❹: merged into a survivor; the node is dead from now on."""
+
+        TOPIC = "engram.MemoryNode.Absorbed"
+        class_version = 1
+        survivor_id: UUID
+        cycle: int
+
+        def apply(self, node: MemoryNode) -> None:
+            node.status = NodeStatus.DEAD
+            node.absorbed_into = self.survivor_id
+            node.fresh = False
+
+    class AbsorbedNodes(Event):
+        """Spec ❹: the survivor's side of a merge."""
+
+        TOPIC = "engram.MemoryNode.AbsorbedNodes"
+        class_version = 1
+        absorbed_ids: list[UUID]
+        when_entries: list[dict[str, str]]
+        importance: float
+
+        def apply(self, node: MemoryNode) -> None:
+            node.scene = {**node.scene, "when": [*node.scene["when"], *self.when_entries]}
+            node.importance = self.importance
+            node.fresh = False
+
+    class FreshnessCleared(Event):
+        TOPIC = "engram.MemoryNode.FreshnessCleared"
+        class_version = 1
+
+        def apply(self, node: MemoryNode) -> None:
+            node.fresh = False
+
+    class Reactivated(Event):
+        """A read reached the node: its decay clock restarts at `cycle` (ADR 0004)."""
+
+        TOPIC = "engram.MemoryNode.Reactivated"
+        class_version = 1
+        increment: int
+        cycle: int
+        source: str
+
+        def apply(self, node: MemoryNode) -> None:
+            node.reactivation_count += self.increment
+            node.last_activated_at = self.timestamp
+            node.last_activated_cycle = self.cycle
+            if node.status == NodeStatus.DYING:
+                node.status = NodeStatus.ACTIVE
+
+    class Revived(Event):
+        """Spec ❺: a dead node whose effective importance is above the threshold again."""
+
+        TOPIC = "engram.MemoryNode.Revived"
+        class_version = 1
+        cycle: int
+
+        def apply(self, node: MemoryNode) -> None:
+            node.status = NodeStatus.ACTIVE
+            node.absorbed_into = None
+
+    def __init__(
+        self,
+        being_id: UUID,
+        scene: dict[str, Any],
+        feeling: str,
+        importance: float,
+        themes: list[str],
+        emotion: dict[str, float] | None,
+        cluster_id: UUID,
+        source_note_id: UUID | None,
+        source_ref: str | None,
+        activation_cycle: int,
+    ) -> None:
+        self.being_id = being_id
+        self.scene = scene
+        self.feeling = feeling
+        self.importance = importance
+        self.themes = themes
+        self.emotion = emotion
+        self.cluster_id = cluster_id
+        self.source_note_id = source_note_id
+        self.source_ref = source_ref
+        self.status: str = NodeStatus.ACTIVE.value
+        self.fresh = True
+        self.pinned = False
+        self.reactivation_count = 0
+        self.last_activated_at: datetime = self.created_on
+        self.last_activated_cycle = activation_cycle
+        self.embedding: Embedding | None = None
+        self.absorbed_into: UUID | None = None
+
+    @classmethod
+    def create(
+        cls,
+        node_id: UUID,
+        scene: SceneInput,
+        cluster: Cluster,
+        being_cycle: int,
+        at: datetime,
+        *,
+        source_note_id: UUID | None = None,
+        source_ref: str | None = None,
+    ) -> MemoryNode:
+        """A fresh node (spec ❶) with `importance = clamp(0, 1, importance ?? 0.5)`."""
+        cluster.require_alive()
+        return cls._create(
+            cls.Created,
+            id=node_id,
+            being_id=cluster.being_id,
+            scene=scene.scene.model_dump(mode="json", exclude_none=True),
+            feeling=scene.feeling,
+            importance=decay.clamp_importance(scene.importance),
+            themes=list(scene.themes),
+            emotion=scene.emotion.model_dump() if scene.emotion else None,
+            cluster_id=cluster.id,
+            source_note_id=source_note_id,
+            source_ref=source_ref,
+            activation_cycle=being_cycle,
+            timestamp=at,
+        )
+
+    # -- derived state --------------------------------------------------------
+
+    def scene_model(self) -> Scene:
+        return Scene.model_validate(self.scene)
+
+    def session_count(self, being_cycle: int) -> int:
+        return decay.session_count(being_cycle, self.last_activated_cycle)
+
+    def effective_importance(self, being_cycle: int) -> float:
+        return decay.effective_importance(self.importance, self.session_count(being_cycle))
+
+    @property
+    def dying_cycle(self) -> int:
+        return decay.dying_cycle(self.importance, self.last_activated_cycle)
+
+    # -- commands -------------------------------------------------------------
+
+    def embed(self, embedding: Embedding, at: datetime) -> None:
+        if self.embedding is not None and not self.embedding.same_space(embedding):
+            raise EmbeddingMismatch(
+                f"node {self.id} holds a {self.embedding.model}/{self.embedding.dim} vector; "
+                f"a {embedding.model}/{embedding.dim} vector is not mixed in",
+            )
+        self._emit(self.Embedded, at, embedding=embedding)
+
+    def move_to(self, cluster: Cluster, at: datetime) -> None:
+        cluster.require_same_being(self.being_id)
+        cluster.require_alive()
+        if cluster.id != self.cluster_id:
+            self._emit(self.MovedToCluster, at, cluster_id=cluster.id, from_cluster_id=self.cluster_id)
+
+    def pin(self, at: datetime) -> None:
+        if self.status == NodeStatus.DEAD:
+            raise InvalidTransition("a dead node is not pinned; recall it first so that it revives")
+        if not self.pinned:
+            self._emit(self.Pinned, at)
+
+    def unpin(self, at: datetime) -> None:
+        if self.pinned:
+            self._emit(self.Unpinned, at)
+
+    def flag_dying(self, being_cycle: int, at: datetime) -> None:
+        if self.pinned:
+            raise PinnedNodeCannotDie(f"node {self.id} is pinned and never decays")
+        if self.status != NodeStatus.ACTIVE:
+            raise InvalidTransition(f"only an active node is flagged dying; node {self.id} is {self.status}")
+        if not decay.is_at_or_below_threshold(self.importance, self.session_count(being_cycle)):
+            raise NodeNotDecayed(
+                f"node {self.id} has effective importance {self.effective_importance(being_cycle):.4f} "
+                f"> {decay.DYING_THRESHOLD} at cycle {being_cycle}"
+            )
+        self._emit(self.FlaggedDying, at, cycle=being_cycle)
+
+    def make_dead(self, being_cycle: int, reason: str, at: datetime) -> None:
+        if self.pinned:
+            raise PinnedNodeCannotDie(f"node {self.id} is pinned and never dies")
+        if self.status != NodeStatus.DYING:
+            raise InvalidTransition(f"only a dying node is made dead; node {self.id} is {self.status}")
+        self._emit(self.MadeDead, at, cycle=being_cycle, reason=reason)
+
+    def absorb(self, others: list[MemoryNode], being_cycle: int, at: datetime) -> None:
+        """Spec ❹: this node survives and absorbs `others`, which become dead."""
+        if self.status == NodeStatus.DEAD:
+            raise InvalidTransition(f"a dead node ({self.id}) does not survive a merge")
+        if not others:
+            raise InvalidInput("a merge absorbs at least one node")
+        seen: set[UUID] = set()
+        for other in others:
+            if other.being_id != self.being_id:
+                raise CrossBeingReference("nodes of different beings are never merged")
+            if other.id == self.id or other.id in seen:
+                raise InvalidInput(f"node {other.id} appears twice in one merge")
+            if other.status == NodeStatus.DEAD:
+                raise DeadNodeCannotBeAbsorbed(f"node {other.id} is dead and cannot be absorbed again")
+            if other.pinned:
+                raise PinnedNodeCannotDie(f"node {other.id} is pinned; absorbing it would kill it")
+            seen.add(other.id)
+        entries = []
+        for other in others:
+            date = other.scene_model().first_date() or at.date().isoformat()
+            entries.append({"date": date, "action": other.scene["action"]})
+        importance = min(1.0, self.importance + CONSOLIDATION_BONUS)
+        for other in others:
+            other._emit(other.Absorbed, at, survivor_id=self.id, cycle=being_cycle)
+        self._emit(
+            self.AbsorbedNodes, at,
+            absorbed_ids=[o.id for o in others], when_entries=entries, importance=importance,
+        )
+
+    def clear_fresh(self, at: datetime) -> None:
+        if self.fresh:
+            self._emit(self.FreshnessCleared, at)
+
+    def reactivate(self, source: ReactivationSource, being_cycle: int, at: datetime) -> int:
+        increment = reactivation_increment(source, NodeStatus(self.status))
+        self._emit(self.Reactivated, at, increment=increment, cycle=being_cycle, source=source.value)
+        return increment
+
+    def revive(self, being_cycle: int, at: datetime) -> None:
+        if self.status != NodeStatus.DEAD:
+            raise InvalidTransition(f"only a dead node revives; node {self.id} is {self.status}")
+        if decay.is_at_or_below_threshold(self.importance, self.session_count(being_cycle)):
+            raise NodeNotDecayed(
+                f"node {self.id} stays dead: effective importance "
+                f"{self.effective_importance(being_cycle):.4f} ≤ {decay.DYING_THRESHOLD}"
+            )
+        self._emit(self.Revived, at, cycle=being_cycle)

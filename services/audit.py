@@ -1,0 +1,159 @@
+"""Auditor queries: history of an aggregate, its state as of a version or an instant, the global log."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.domain import Aggregate
+
+from domain.being import Being
+from domain.cluster import Cluster
+from domain.errors import InvalidInput
+from domain.node import MemoryNode
+from domain.note import Note
+from domain.patrol_run import PatrolRun
+from services.beings import parse_uuid, resolve_being
+from services.errors import NotFound
+from services.jsonview import aggregate_state, event_payload, event_type
+from services.store import AggregateStore
+
+MAX_LOG_LIMIT = 10_000
+
+
+class AggregateKind(StrEnum):
+    BEING = "being"
+    NOTE = "note"
+    NODE = "node"
+    CLUSTER = "cluster"
+    PATROL_RUN = "patrol-run"
+
+
+KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
+    AggregateKind.BEING: Being,
+    AggregateKind.NOTE: Note,
+    AggregateKind.NODE: MemoryNode,
+    AggregateKind.CLUSTER: Cluster,
+    AggregateKind.PATROL_RUN: PatrolRun,
+}
+
+
+def _kind_of_topic(topic: str) -> AggregateKind | None:
+    for kind, cls in KIND_CLASSES.items():
+        if topic.startswith(str(cls.TOPIC) + "."):
+            return kind
+    return None
+
+
+def _kind(kind: str) -> AggregateKind:
+    try:
+        return AggregateKind(kind)
+    except ValueError:
+        raise InvalidInput(
+            f"unknown kind {kind!r}; kinds are {', '.join(k.value for k in AggregateKind)}"
+        ) from None
+
+
+class AuditQueries:
+    def __init__(self, store: AggregateStore) -> None:
+        self.store = store
+
+    def _resolve_id(self, kind: AggregateKind, ref: str) -> UUID:
+        if kind is AggregateKind.BEING:
+            return resolve_being(self.store, ref).id
+        as_id = parse_uuid(ref)
+        if as_id is None:
+            raise InvalidInput(f"{ref!r} is not an id")
+        return as_id
+
+    def _events(self, kind: AggregateKind, ref: str, being_id: UUID | None) -> list[Any]:
+        aggregate_id = self._resolve_id(kind, ref)
+        events = self.store.events(aggregate_id)
+        if not events or _kind_of_topic(str(type(events[0]).TOPIC)) is not kind:
+            raise NotFound(f"{kind.value} {ref} not found")
+        if being_id is not None and events[0].being_id != being_id:
+            raise NotFound(f"{kind.value} {ref} not found")
+        return events
+
+    def history(self, kind: str, ref: str, *, being: str | None = None) -> list[dict[str, Any]]:
+        """Every event of one aggregate, oldest first."""
+        k = _kind(kind)
+        being_id = resolve_being(self.store, being).id if being else None
+        return [
+            {
+                "version": e.originator_version,
+                "timestamp": e.timestamp.isoformat(),
+                "type": event_type(e),
+                "payload": event_payload(e),
+            }
+            for e in self._events(k, ref, being_id)
+        ]
+
+    def state(
+        self,
+        kind: str,
+        ref: str,
+        *,
+        version: int | None = None,
+        as_of: datetime | None = None,
+        being: str | None = None,
+    ) -> dict[str, Any]:
+        """The aggregate as it was at `version`, or at the instant `as_of` (its last event at or before it)."""
+        if version is not None and as_of is not None:
+            raise InvalidInput("give a version or an instant, not both")
+        k = _kind(kind)
+        being_id = resolve_being(self.store, being).id if being else None
+        events = self._events(k, ref, being_id)
+        head = events[-1].originator_version
+        if as_of is not None:
+            if as_of.tzinfo is None:
+                raise InvalidInput("an instant needs a timezone, e.g. 2026-11-20T09:00:00Z")
+            before = [e for e in events if e.timestamp <= as_of]
+            if not before:
+                raise NotFound(f"{k.value} {ref} did not exist yet at {as_of.isoformat()}")
+            version = before[-1].originator_version
+        if version is not None and not 1 <= version <= head:
+            raise NotFound(f"{k.value} {ref} has versions 1 to {head}, not {version}")
+        agg = self.store.get(KIND_CLASSES[k], events[0].originator_id, version=version)
+        state = aggregate_state(agg)
+        state["kind"] = k.value
+        state["latest_version"] = head
+        return state
+
+    def log(
+        self, *, being: str | None = None, after: int = 0, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        """The global log in order, optionally only one being's events."""
+        if not 1 <= limit <= MAX_LOG_LIMIT:
+            raise InvalidInput(f"limit must be between 1 and {MAX_LOG_LIMIT}")
+        being_id = resolve_being(self.store, being).id if being else None
+        out: list[dict[str, Any]] = []
+        for notification in self.store.iter_notifications(start=after + 1):
+            event = self.store.decode(notification)
+            if being_id is not None and getattr(event, "being_id", None) != being_id:
+                continue
+            kind = _kind_of_topic(notification.topic)
+            out.append(
+                {
+                    "position": notification.id,
+                    "kind": kind.value if kind else None,
+                    "aggregate_id": str(notification.originator_id),
+                    "version": notification.originator_version,
+                    "timestamp": event.timestamp.isoformat(),
+                    "type": event_type(event),
+                    "being_id": str(getattr(event, "being_id", "")) or None,
+                    "payload": event_payload(event),
+                }
+            )
+            if len(out) >= limit:
+                break
+        return out
+
+    def beings(self) -> list[dict[str, Any]]:
+        out = []
+        for notification in self.store.iter_notifications(topics=[str(Being.Registered.TOPIC)]):
+            being = self.store.get(Being, notification.originator_id)
+            out.append({**being.summary(), "registered_at": being.created_on.isoformat()})
+        return out

@@ -1,0 +1,77 @@
+"""Commands on beings, and resolving a being by name or id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from uuid import UUID
+
+from domain.being import Being
+from domain.ids import being_id_for_name
+from services.commands import BeingRegistered, Done
+from services.errors import DuplicateBeing, NotFound, WriteRaced
+from services.ports import Clock
+from services.runner import CommandRunner
+from services.store import AggregateStore
+
+
+def parse_uuid(value: str) -> UUID | None:
+    try:
+        return UUID(value)
+    except (ValueError, AttributeError, TypeError):
+        return None
+
+
+def resolve_being(store: AggregateStore, ref: str | UUID) -> Being:
+    """A being by id or by name. Unknown refs raise `NotFound`."""
+    if isinstance(ref, UUID):
+        return store.get(Being, ref)
+    as_id = parse_uuid(ref)
+    if as_id is not None:
+        found = store.find(Being, as_id)
+        if found is not None:
+            return found
+    try:
+        return store.get(Being, being_id_for_name(ref))
+    except NotFound:
+        raise NotFound(f"being {ref!r} not found") from None
+
+
+class BeingCommands:
+    def __init__(self, store: AggregateStore, clock: Clock, runner: CommandRunner) -> None:
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+
+    def register(self, name: str) -> BeingRegistered:
+        def handle() -> BeingRegistered:
+            being, business, private = Being.register(name, self.clock.now())
+            try:
+                position = self.store.save(being, business, private)
+            except WriteRaced:
+                # The id derives from the name: a clash means the name is taken.
+                raise DuplicateBeing(f"a being named {being.name!r} already exists", name=being.name) from None
+            return BeingRegistered(
+                being_id=str(being.id), name=being.name,
+                roots={k: str(v) for k, v in being.root_ids.items()}, position=position,
+            )
+
+        return self.runner.run("register_being", handle)
+
+    def define_soul(self, being_ref: str, soul: str) -> Done:
+        return self._update(being_ref, "define_soul", lambda b: b.define_soul(soul, self.clock.now()))
+
+    def write_think_md(self, being_ref: str, think_md: str) -> Done:
+        return self._update(being_ref, "write_think_md", lambda b: b.write_think_md(think_md, self.clock.now()))
+
+    def write_diary(self, being_ref: str, date: str, text: str) -> Done:
+        return self._update(being_ref, "write_diary", lambda b: b.write_diary(date, text, self.clock.now()))
+
+    def _update(self, being_ref: str, command: str, change: Callable[[Being], None]) -> Done:
+        being_id = resolve_being(self.store, being_ref).id
+
+        def handle() -> Done:
+            being = self.store.get(Being, being_id)
+            change(being)
+            return Done(position=self.store.save(being))
+
+        return self.runner.run(command, handle, being_id=being_id)

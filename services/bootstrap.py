@@ -1,0 +1,102 @@
+"""The composition root: the one place that picks adapters from configuration.
+
+`bootstrap()` builds everything lazily enough that importing this module
+connects to nothing, and building an `Engram` opens only the event log: the
+embedder and the LLM are constructed on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from services.audit import AuditQueries
+from services.beings import BeingCommands
+from services.config import Settings
+from services.nodes import NodeCommands
+from services.notes import NoteCommands
+from services.ports import LLM, Clock, Embedder, IdFactory
+from services.runner import CommandRunner
+from services.store import AggregateStore
+
+
+@dataclass
+class Engram:
+    """Engram wired for one deployment. Close it when done."""
+
+    settings: Settings
+    store: AggregateStore
+    clock: Clock
+    ids: IdFactory
+    _embedder: Embedder | None = field(default=None, repr=False)
+    _llm: LLM | None = field(default=None, repr=False)
+
+    @cached_property
+    def runner(self) -> CommandRunner:
+        return CommandRunner(self.settings.command_retries)
+
+    @cached_property
+    def beings(self) -> BeingCommands:
+        return BeingCommands(self.store, self.clock, self.runner)
+
+    @cached_property
+    def notes(self) -> NoteCommands:
+        return NoteCommands(self.store, self.clock, self.ids, self.runner)
+
+    @cached_property
+    def nodes(self) -> NodeCommands:
+        return NodeCommands(self.store, self.clock, self.runner)
+
+    @cached_property
+    def audit(self) -> AuditQueries:
+        return AuditQueries(self.store)
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            from adapters.embedders import build_embedder
+
+            self._embedder = build_embedder(self.settings)
+        return self._embedder
+
+    @property
+    def llm(self) -> LLM:
+        if self._llm is None:
+            from adapters.llm import build_llm
+
+            self._llm = build_llm(self.settings)
+        return self._llm
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Engram:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def bootstrap(
+    settings: Settings | None = None,
+    *,
+    clock: Clock | None = None,
+    ids: IdFactory | None = None,
+    embedder: Embedder | None = None,
+    llm: LLM | None = None,
+) -> Engram:
+    from adapters.eventstore import EventLog, event_log_env
+    from adapters.system import RandomIds, SystemClock
+
+    settings = settings or Settings()
+    url = settings.database_url.get_secret_value() if settings.database_url else None
+    app = EventLog(env=event_log_env(settings.data_dir, url))
+    return Engram(
+        settings=settings,
+        store=AggregateStore(app),
+        clock=clock or SystemClock(),
+        ids=ids or RandomIds(),
+        _embedder=embedder,
+        _llm=llm,
+    )

@@ -1,0 +1,53 @@
+"""Configuration from `ENGRAM_*` environment variables (documented in the README)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+
+    data_dir: Path = Field(Path("./engram-data"), description="Where the embedded default keeps its files.")
+    database_url: SecretStr | None = Field(
+        None, description="postgresql://user:pass@host:port/db — use PostgreSQL instead of SQLite."
+    )
+
+    embedder: Literal["offline", "openai", "hashing"] = Field(
+        "offline", description="offline = MiniLM ONNX (no network); openai = text-embedding-3-small."
+    )
+    embedding_model: str = Field("text-embedding-3-small", description="Model name for the openai embedder.")
+    embedding_batch_size: int = Field(256, ge=1, le=2048)
+
+    openai_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("ENGRAM_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("ENGRAM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        None, validation_alias=AliasChoices("ENGRAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(
+        None, validation_alias=AliasChoices("ENGRAM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
+    )
+
+    llm: Literal["auto", "anthropic", "openai", "none"] = Field(
+        "auto", description="auto = Anthropic if its key is set, else OpenAI if its key is set, else none."
+    )
+    llm_reasoning_model: str | None = Field(None, description="Model for ❹ ❻ and the diary.")
+    llm_fast_model: str | None = Field(None, description="Model for classification.")
+    llm_timeout_s: float = Field(60.0, gt=0)
+    llm_max_retries: int = Field(3, ge=0, le=10)
+
+    command_retries: int = Field(5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict.")
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    log_format: Literal["console", "json"] = "console"
+
+    @property
+    def uses_postgres(self) -> bool:
+        return self.database_url is not None

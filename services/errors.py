@@ -1,0 +1,45 @@
+"""Application errors, on top of the domain's. Interfaces map each `code` to an exit code or HTTP status."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.errors import DomainError
+
+
+class ServiceError(DomainError):
+    code = "service_error"
+
+
+class NotFound(ServiceError):
+    """Unknown id or name — also what another being's resources look like."""
+
+    code = "not_found"
+
+
+class Conflict(ServiceError):
+    code = "conflict"
+
+
+class DuplicateBeing(Conflict):
+    code = "duplicate_being"
+
+
+class IdempotencyConflict(Conflict):
+    """The idempotency key was used before with different content."""
+
+    code = "idempotency_conflict"
+
+
+class ConcurrencyConflict(Conflict):
+    """Optimistic concurrency failed after the bounded retries."""
+
+    code = "concurrency_conflict"
+
+
+class WriteRaced(Exception):
+    """Internal signal: another writer got there first; the command is retried."""
+
+    def __init__(self, detail: Any = None) -> None:
+        super().__init__("a concurrent write raced this one")
+        self.detail = detail

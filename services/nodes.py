@@ -1,0 +1,39 @@
+"""Commands on memory nodes that callers issue directly (patrol issues the rest, #4)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from uuid import UUID
+
+from domain.node import MemoryNode
+from services.beings import resolve_being
+from services.commands import Done
+from services.ports import Clock
+from services.runner import CommandRunner
+from services.store import AggregateStore
+
+
+class NodeCommands:
+    def __init__(self, store: AggregateStore, clock: Clock, runner: CommandRunner) -> None:
+        self.store = store
+        self.clock = clock
+        self.runner = runner
+
+    def pin(self, being_ref: str, node_id: UUID) -> Done:
+        return self._update(being_ref, node_id, "pin_node", lambda n, at: n.pin(at))
+
+    def unpin(self, being_ref: str, node_id: UUID) -> Done:
+        return self._update(being_ref, node_id, "unpin_node", lambda n, at: n.unpin(at))
+
+    def _update(
+        self, being_ref: str, node_id: UUID, command: str, change: Callable[[MemoryNode, datetime], None]
+    ) -> Done:
+        being_id = resolve_being(self.store, being_ref).id
+
+        def handle() -> Done:
+            node = self.store.get(MemoryNode, node_id, being_id=being_id)
+            change(node, self.clock.now())
+            return Done(position=self.store.save(node), details={"pinned": node.pinned, "status": node.status})
+
+        return self.runner.run(command, handle, being_id=being_id)

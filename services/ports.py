@@ -1,0 +1,113 @@
+"""Ports: what the application needs from the outside world.
+
+Adapters in `adapters/` implement these; the composition root
+(`services.bootstrap`) picks them from configuration. Nothing here performs
+I/O itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal, Protocol, TypeVar, runtime_checkable
+from uuid import UUID
+
+from pydantic import BaseModel
+
+from domain.embedding import Embedding
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, timezone-aware (UTC)."""
+        ...
+
+
+class IdFactory(Protocol):
+    def new_id(self) -> UUID: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of one model.
+
+    `model_id` names the model and dimension (e.g. `minilm-l6-v2-int8`), so
+    that vectors of different embedders are never mixed.
+    """
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> list[Embedding]:
+        """One vector per text, in order. Implementations batch internally."""
+        ...
+
+
+class EmbedderError(Exception):
+    """The embedder could not produce vectors (network, quota, bad model)."""
+
+
+ModelClass = Literal["fast", "reasoning"]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class LLMAnswer(BaseModel):
+    """What a model answered: the raw text is kept for the audit trail, `parsed` is validated."""
+
+    model: str
+    raw: str
+    parsed: BaseModel
+
+    model_config = {"arbitrary_types_allowed": True}
+
+
+class LLMError(Exception):
+    """Base of LLM failures. `retryable` marks rate limits, 5xx and timeouts."""
+
+    retryable = False
+
+
+class LLMUnavailable(LLMError):
+    """No key configured: the LLM steps are skipped."""
+
+
+class LLMTransientError(LLMError):
+    retryable = True
+
+
+class LLMMalformedAnswer(LLMError):
+    """The model answered, but not in the requested schema. `raw` keeps what it said."""
+
+    def __init__(self, message: str, raw: str) -> None:
+        super().__init__(message)
+        self.raw = raw
+
+
+class LLM(Protocol):
+    """Structured-output completion. `task` names the schema (e.g. `consolidate_cluster`)."""
+
+    @property
+    def available(self) -> bool: ...
+
+    def model_for(self, model_class: ModelClass) -> str: ...
+
+    def complete(
+        self,
+        *,
+        task: str,
+        system: str,
+        prompt: str,
+        schema: type[T],
+        model_class: ModelClass,
+    ) -> LLMAnswer:
+        """Ask for an answer that validates against `schema`.
+
+        Raises `LLMMalformedAnswer` when the answer does not validate,
+        `LLMTransientError` for rate limits, 5xx and timeouts (after the
+        adapter's own bounded retries), `LLMUnavailable` without a key.
+        """
+        ...

@@ -1,0 +1,69 @@
+"""Runs one command: bounded optimistic-concurrency retries, timing and a structured log line.
+
+A command handler is a function that loads the aggregates it needs, mutates
+them, and saves them with one `AggregateStore.save` call (one transaction).
+If another writer raced it (the library's `IntegrityError`), the whole
+function runs again on fresh state, up to `attempts` times.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import structlog
+
+from domain.errors import DomainError
+from services.errors import ConcurrencyConflict, WriteRaced
+
+T = TypeVar("T")
+
+log = structlog.get_logger("engram.command")
+
+
+@contextmanager
+def correlation(correlation_id: str | None = None, **bound: str) -> Iterator[str]:
+    """Bind a correlation id (and e.g. the being) to every log line inside the block."""
+    cid = correlation_id or structlog.contextvars.get_contextvars().get("correlation_id") or uuid.uuid4().hex
+    tokens = structlog.contextvars.bind_contextvars(correlation_id=cid, **bound)
+    try:
+        yield cid
+    finally:
+        structlog.contextvars.reset_contextvars(**tokens)
+
+
+class CommandRunner:
+    def __init__(self, attempts: int) -> None:
+        self.attempts = attempts
+
+    def run(self, command: str, handler: Callable[[], T], *, being_id: object = None) -> T:
+        started = time.perf_counter()
+        bound = {"command": command}
+        if being_id is not None:
+            bound["being_id"] = str(being_id)
+        with correlation(**bound):
+            for attempt in range(1, self.attempts + 1):
+                try:
+                    result = handler()
+                except WriteRaced:
+                    log.debug("command raced, retrying", attempt=attempt)
+                    continue
+                except DomainError as exc:
+                    log.info(
+                        "command refused", error=exc.code, reason=exc.message,
+                        duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                    )
+                    raise
+                log.info(
+                    "command handled", attempts=attempt,
+                    duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                )
+                return result
+            log.warning("command conflicted", attempts=self.attempts)
+            raise ConcurrencyConflict(
+                f"{command} lost {self.attempts} optimistic-concurrency races in a row; try again",
+                attempts=self.attempts,
+            )

@@ -1,0 +1,78 @@
+"""Typed access to the event log for the command handlers and queries.
+
+Translates the library's errors into the application's: an unknown id, an id
+of another kind and an id of another being all read as `NotFound`, so no
+caller can learn that another being's resource exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
+
+from services.errors import NotFound, WriteRaced
+
+A = TypeVar("A", bound=Aggregate)
+
+
+class AggregateStore:
+    def __init__(self, app: Application[UUID]) -> None:
+        self.app = app
+
+    def get(self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None) -> A:
+        label = cls.__name__
+        try:
+            agg = self.app.repository.get(aggregate_id, version=version)
+        except AggregateNotFoundError:
+            raise NotFound(f"{label} {aggregate_id} not found") from None
+        if not isinstance(agg, cls):
+            raise NotFound(f"{label} {aggregate_id} not found")
+        if being_id is not None and getattr(agg, "being_id", None) != being_id:
+            raise NotFound(f"{label} {aggregate_id} not found")
+        return agg
+
+    def find(self, cls: type[A], aggregate_id: UUID) -> A | None:
+        try:
+            return self.get(cls, aggregate_id)
+        except NotFound:
+            return None
+
+    def save(self, *aggregates: Aggregate) -> int | None:
+        """Save all pending events in one transaction; return the log position of the last one."""
+        try:
+            recordings = self.app.save(*aggregates)
+        except (IntegrityError, RecordConflictError) as exc:
+            raise WriteRaced(exc) from exc
+        if not recordings:
+            return None
+        return max(r.notification.id for r in recordings)
+
+    def events(self, aggregate_id: UUID, *, lte: int | None = None) -> list[Any]:
+        return list(self.app.events.get(aggregate_id, lte=lte))
+
+    def head(self) -> int:
+        return self.app.recorder.max_notification_id() or 0
+
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = ()
+    ) -> Sequence[Notification]:
+        return self.app.recorder.select_notifications(start, limit, topics=topics)
+
+    def iter_notifications(self, start: int = 1, page: int = 1000, topics: Sequence[str] = ()) -> Iterator[Notification]:
+        while True:
+            batch = self.notifications(start, page, topics)
+            yield from batch
+            if len(batch) < page:
+                return
+            start = batch[-1].id + 1
+
+    def decode(self, notification: Notification) -> Any:
+        return self.app.mapper.to_domain_event(notification)
+
+    def close(self) -> None:
+        self.app.close()

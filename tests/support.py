@@ -1,0 +1,52 @@
+"""Test doubles for the nondeterministic ports (clock, ids) and backend helpers."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+import psycopg
+
+
+class SteppingClock:
+    """Advances by one second each time it is read, so events get distinct, predictable instants."""
+
+    def __init__(self, start: datetime | None = None, step: timedelta = timedelta(seconds=1)) -> None:
+        self.current = start or datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+        self.step = step
+
+    def now(self) -> datetime:
+        value = self.current
+        self.current += self.step
+        return value
+
+
+class SeededIds:
+    def __init__(self, seed: int = 0) -> None:
+        self.counter = seed
+
+    def new_id(self) -> uuid.UUID:
+        self.counter += 1
+        return uuid.UUID(int=(0xE0 << 120) | self.counter)
+
+
+def postgres_url() -> str | None:
+    return os.environ.get("ENGRAM_TEST_DATABASE_URL")
+
+
+@contextmanager
+def postgres_schema(base_url: str) -> Iterator[str]:
+    """A fresh schema for one test, dropped afterwards; yields a database URL that selects it."""
+    schema = "t_" + uuid.uuid4().hex[:16]
+    with psycopg.connect(base_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    sep = "&" if "?" in base_url else "?"
+    try:
+        yield f"{base_url}{sep}{urlencode({'schema': schema})}"
+    finally:
+        with psycopg.connect(base_url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
