@@ -88,9 +88,7 @@ class Being(BeingScopedAggregate):
         def apply(self, being: Being) -> None:
             being.cycle = self.cycle
 
-    def __init__(
-        self, being_id: UUID, name: str, business_root_id: UUID, private_root_id: UUID
-    ) -> None:
+    def __init__(self, being_id: UUID, name: str, business_root_id: UUID, private_root_id: UUID) -> None:
         self.being_id = being_id
         self.name = name
         self.business_root_id = business_root_id
@@ -127,9 +125,7 @@ class Being(BeingScopedAggregate):
         self._emit(self.SoulDefined, at, soul=_check_text("a soul", soul, MAX_SOUL_CHARS))
 
     def write_think_md(self, think_md: str, at: datetime) -> None:
-        self._emit(
-            self.ThinkMdWritten, at, think_md=_check_text("think_md", think_md, MAX_THINK_MD_CHARS)
-        )
+        self._emit(self.ThinkMdWritten, at, think_md=_check_text("think_md", think_md, MAX_THINK_MD_CHARS))
 
     def write_diary(self, date: str, text: str, at: datetime) -> None:
         try:

@@ -66,16 +66,26 @@ class Cluster(BeingScopedAggregate):
         if name not in ROOT_NAMES:
             raise InvalidInput(f"root clusters are {ROOT_NAMES}, not {name!r}")
         return cls._create(
-            cls.Created, id=cluster_id, being_id=being_id, name=name, parent_id=None,
-            is_root=True, timestamp=at,
+            cls.Created,
+            id=cluster_id,
+            being_id=being_id,
+            name=name,
+            parent_id=None,
+            is_root=True,
+            timestamp=at,
         )
 
     @classmethod
     def create_sub(cls, cluster_id: UUID, parent: Cluster, name: str, at: datetime) -> Cluster:
         parent.require_alive()
         return cls._create(
-            cls.Created, id=cluster_id, being_id=parent.being_id, name=_clean_name(name),
-            parent_id=parent.id, is_root=False, timestamp=at,
+            cls.Created,
+            id=cluster_id,
+            being_id=parent.being_id,
+            name=_clean_name(name),
+            parent_id=parent.id,
+            is_root=False,
+            timestamp=at,
         )
 
     @classmethod
@@ -85,8 +95,13 @@ class Cluster(BeingScopedAggregate):
             raise RootClusterImmutable(f"root cluster {source.name!r} is never split")
         source.require_alive()
         return cls._create(
-            cls.Created, id=cluster_id, being_id=source.being_id, name=_clean_name(name),
-            parent_id=source.parent_id, is_root=False, timestamp=at,
+            cls.Created,
+            id=cluster_id,
+            being_id=source.being_id,
+            name=_clean_name(name),
+            parent_id=source.parent_id,
+            is_root=False,
+            timestamp=at,
         )
 
     def require_alive(self) -> None:

@@ -126,6 +126,7 @@ class MemoryNode(BeingScopedAggregate):
 
         def apply(self, node: MemoryNode) -> None:
             node.status = NodeStatus.DEAD
+            node.read_since_death = False
 
     class Absorbed(Event):
         """Spec ❹: merged into a survivor; the node is dead from now on."""
@@ -139,6 +140,7 @@ class MemoryNode(BeingScopedAggregate):
             node.status = NodeStatus.DEAD
             node.absorbed_into = self.survivor_id
             node.fresh = False
+            node.read_since_death = False
 
     class AbsorbedNodes(Event):
         """Spec ❹: the survivor's side of a merge."""
@@ -176,6 +178,8 @@ class MemoryNode(BeingScopedAggregate):
             node.last_activated_cycle = self.cycle
             if node.status == NodeStatus.DYING:
                 node.status = NodeStatus.ACTIVE
+            elif node.status == NodeStatus.DEAD:
+                node.read_since_death = True
 
     class Revived(Event):
         """Spec ❺: a dead node whose effective importance is above the threshold again."""
@@ -187,6 +191,7 @@ class MemoryNode(BeingScopedAggregate):
         def apply(self, node: MemoryNode) -> None:
             node.status = NodeStatus.ACTIVE
             node.absorbed_into = None
+            node.read_since_death = False
 
     def __init__(
         self,
@@ -218,6 +223,8 @@ class MemoryNode(BeingScopedAggregate):
         self.last_activated_cycle = activation_cycle
         self.embedding: Embedding | None = None
         self.absorbed_into: UUID | None = None
+        # Revival (❺) is driven by reads: a node that died is revived only if something read it since.
+        self.read_since_death = False
 
     @classmethod
     def create(
@@ -334,8 +341,11 @@ class MemoryNode(BeingScopedAggregate):
         for other in others:
             other._emit(other.Absorbed, at, survivor_id=self.id, cycle=being_cycle)
         self._emit(
-            self.AbsorbedNodes, at,
-            absorbed_ids=[o.id for o in others], when_entries=entries, importance=importance,
+            self.AbsorbedNodes,
+            at,
+            absorbed_ids=[o.id for o in others],
+            when_entries=entries,
+            importance=importance,
         )
 
     def clear_fresh(self, at: datetime) -> None:
@@ -348,8 +358,11 @@ class MemoryNode(BeingScopedAggregate):
         return increment
 
     def revive(self, being_cycle: int, at: datetime) -> None:
+        """Spec ❺ for a dead node that a read reached since it died (ADR 0004)."""
         if self.status != NodeStatus.DEAD:
             raise InvalidTransition(f"only a dead node revives; node {self.id} is {self.status}")
+        if not self.read_since_death:
+            raise NodeNotDecayed(f"node {self.id} stays dead: nothing has read it since it died")
         if decay.is_at_or_below_threshold(self.importance, self.session_count(being_cycle)):
             raise NodeNotDecayed(
                 f"node {self.id} stays dead: effective importance "

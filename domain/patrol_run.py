@@ -130,8 +130,12 @@ class PatrolRun(BeingScopedAggregate):
         if cycle < 1:
             raise InvalidInput("patrol cycles count from 1")
         return cls._create(
-            cls.Started, id=patrol_run_id(being_id, cycle), being_id=being_id, cycle=cycle,
-            llm=llm, timestamp=at,
+            cls.Started,
+            id=patrol_run_id(being_id, cycle),
+            being_id=being_id,
+            cycle=cycle,
+            llm=llm,
+            timestamp=at,
         )
 
     def step_state(self, step: PatrolStep) -> StepState | None:
@@ -190,8 +194,15 @@ class PatrolRun(BeingScopedAggregate):
         if self.decision(task, subject) is not None:
             raise InvalidTransition(f"decision {task} for {subject} is already recorded")
         self._emit(
-            self.LlmDecisionRecorded, at, step=step.value, task=task, subject=subject, model=model,
-            prompt_version=prompt_version, raw_answer=raw_answer, parsed_plan=parsed_plan,
+            self.LlmDecisionRecorded,
+            at,
+            step=step.value,
+            task=task,
+            subject=subject,
+            model=model,
+            prompt_version=prompt_version,
+            raw_answer=raw_answer,
+            parsed_plan=parsed_plan,
             rejected=list(rejected),
         )
 

@@ -116,9 +116,7 @@ class Scene(BaseModel):
 
     def embed_text(self, feeling: str) -> str:
         """The spec's `nodeToEmbedText(when + action + feeling)`."""
-        when = " ".join(
-            item if isinstance(item, str) else f"{item.date} {item.action}" for item in self.when
-        )
+        when = " ".join(item if isinstance(item, str) else f"{item.date} {item.action}" for item in self.when)
         return " ".join(p for p in (when, self.action, feeling) if p)
 
 

@@ -100,7 +100,7 @@ class AuditQueries:
         as_of: datetime | None = None,
         being: str | None = None,
     ) -> dict[str, Any]:
-        """The aggregate as it was at `version`, or at the instant `as_of` (its last event at or before it)."""
+        """The aggregate at `version`, or at the instant `as_of` (its last event at or before it)."""
         if version is not None and as_of is not None:
             raise InvalidInput("give a version or an instant, not both")
         k = _kind(kind)
@@ -116,15 +116,13 @@ class AuditQueries:
             version = before[-1].originator_version
         if version is not None and not 1 <= version <= head:
             raise NotFound(f"{k.value} {ref} has versions 1 to {head}, not {version}")
-        agg = self.store.get(KIND_CLASSES[k], events[0].originator_id, version=version)
+        agg = self.store.get(KIND_CLASSES[k], UUID(str(events[0].originator_id)), version=version)
         state = aggregate_state(agg)
         state["kind"] = k.value
         state["latest_version"] = head
         return state
 
-    def log(
-        self, *, being: str | None = None, after: int = 0, limit: int = 100
-    ) -> list[dict[str, Any]]:
+    def log(self, *, being: str | None = None, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """The global log in order, optionally only one being's events."""
         if not 1 <= limit <= MAX_LOG_LIMIT:
             raise InvalidInput(f"limit must be between 1 and {MAX_LOG_LIMIT}")
@@ -149,11 +147,4 @@ class AuditQueries:
             )
             if len(out) >= limit:
                 break
-        return out
-
-    def beings(self) -> list[dict[str, Any]]:
-        out = []
-        for notification in self.store.iter_notifications(topics=[str(Being.Registered.TOPIC)]):
-            being = self.store.get(Being, notification.originator_id)
-            out.append({**being.summary(), "registered_at": being.created_on.isoformat()})
         return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 from uuid import UUID
 
 from domain.being import Being
@@ -36,6 +37,15 @@ def resolve_being(store: AggregateStore, ref: str | UUID) -> Being:
         raise NotFound(f"being {ref!r} not found") from None
 
 
+def list_beings(store: AggregateStore) -> list[dict[str, Any]]:
+    """Every registered being, in registration order, read from the log (#3 adds a read model)."""
+    out = []
+    for notification in store.iter_notifications(topics=[str(Being.Registered.TOPIC)]):
+        being = store.get(Being, UUID(str(notification.originator_id)))
+        out.append({**being.summary(), "registered_at": being.created_on.isoformat()})
+    return out
+
+
 class BeingCommands:
     def __init__(self, store: AggregateStore, clock: Clock, runner: CommandRunner) -> None:
         self.store = store
@@ -49,10 +59,14 @@ class BeingCommands:
                 position = self.store.save(being, business, private)
             except WriteRaced:
                 # The id derives from the name: a clash means the name is taken.
-                raise DuplicateBeing(f"a being named {being.name!r} already exists", name=being.name) from None
+                raise DuplicateBeing(
+                    f"a being named {being.name!r} already exists", name=being.name
+                ) from None
             return BeingRegistered(
-                being_id=str(being.id), name=being.name,
-                roots={k: str(v) for k, v in being.root_ids.items()}, position=position,
+                being_id=str(being.id),
+                name=being.name,
+                roots={k: str(v) for k, v in being.root_ids.items()},
+                position=position,
             )
 
         return self.runner.run("register_being", handle)
@@ -61,7 +75,9 @@ class BeingCommands:
         return self._update(being_ref, "define_soul", lambda b: b.define_soul(soul, self.clock.now()))
 
     def write_think_md(self, being_ref: str, think_md: str) -> Done:
-        return self._update(being_ref, "write_think_md", lambda b: b.write_think_md(think_md, self.clock.now()))
+        return self._update(
+            being_ref, "write_think_md", lambda b: b.write_think_md(think_md, self.clock.now())
+        )
 
     def write_diary(self, being_ref: str, date: str, text: str) -> Done:
         return self._update(being_ref, "write_diary", lambda b: b.write_diary(date, text, self.clock.now()))

@@ -20,7 +20,9 @@ class Command(BaseModel):
 
 class NoteInput(Command):
     kind: NoteKind = NoteKind.SCENE
-    text: str = Field(min_length=1, description="Raw text; for a scene, a JSON object (kept exactly as received).")
+    text: str = Field(
+        min_length=1, description="Raw text; for a scene, a JSON object (kept exactly as received)."
+    )
     idempotency_key: str | None = Field(None, min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
     source_ref: str | None = Field(None, min_length=1, max_length=MAX_SOURCE_REF_CHARS)
 

@@ -44,7 +44,9 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)
 
-    command_retries: int = Field(5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict.")
+    command_retries: int = Field(
+        5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     log_format: Literal["console", "json"] = "console"
 

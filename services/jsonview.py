@@ -16,7 +16,7 @@ _EVENT_META = {"originator_id", "originator_version", "timestamp", "originator_t
 
 
 def jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str) and not isinstance(value, enum.Enum):
+    if value is None or (isinstance(value, bool | int | float | str) and not isinstance(value, enum.Enum)):
         return value
     if isinstance(value, enum.Enum):
         return value.value

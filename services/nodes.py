@@ -34,6 +34,8 @@ class NodeCommands:
         def handle() -> Done:
             node = self.store.get(MemoryNode, node_id, being_id=being_id)
             change(node, self.clock.now())
-            return Done(position=self.store.save(node), details={"pinned": node.pinned, "status": node.status})
+            return Done(
+                position=self.store.save(node), details={"pinned": node.pinned, "status": node.status}
+            )
 
         return self.runner.run(command, handle, being_id=being_id)

@@ -67,16 +67,22 @@ class NoteCommands:
                     if existing is not None:
                         if not existing.same_request(item.kind.value, item.text, item.source_ref):
                             raise IdempotencyConflict(
-                                f"idempotency key {item.idempotency_key!r} was used before with other content",
-                                note_id=str(note_id), index=i,
+                                f"idempotency key {item.idempotency_key!r} was used with other content",
+                                note_id=str(note_id),
+                                index=i,
                             )
                         results[i] = _result(existing, duplicate=True, position=None)
                         continue
                     keyed[note_id] = i
                 try:
                     note = Note.take(
-                        note_id, being_id, item.kind, item.text, at,
-                        idempotency_key=item.idempotency_key, source_ref=item.source_ref,
+                        note_id,
+                        being_id,
+                        item.kind,
+                        item.text,
+                        at,
+                        idempotency_key=item.idempotency_key,
+                        source_ref=item.source_ref,
                     )
                 except InvalidInput as exc:
                     if len(notes) > 1:
@@ -100,14 +106,24 @@ class NoteCommands:
             return None
 
     def mark_read(self, being_ref: str, note_id: UUID, read: bool = True) -> NoteTaken:
-        return self._update(being_ref, note_id, "mark_note_read" if read else "mark_note_unread",
-                            lambda n, at: n.mark_read(at) if read else n.mark_unread(at))
+        return self._update(
+            being_ref,
+            note_id,
+            "mark_note_read" if read else "mark_note_unread",
+            lambda n, at: n.mark_read(at) if read else n.mark_unread(at),
+        )
 
     def set_enabled(self, being_ref: str, note_id: UUID, enabled: bool) -> NoteTaken:
-        return self._update(being_ref, note_id, "enable_note" if enabled else "disable_note",
-                            lambda n, at: n.enable(at) if enabled else n.disable(at))
+        return self._update(
+            being_ref,
+            note_id,
+            "enable_note" if enabled else "disable_note",
+            lambda n, at: n.enable(at) if enabled else n.disable(at),
+        )
 
-    def _update(self, being_ref: str, note_id: UUID, command: str, change: Callable[[Note, datetime], None]) -> NoteTaken:
+    def _update(
+        self, being_ref: str, note_id: UUID, command: str, change: Callable[[Note, datetime], None]
+    ) -> NoteTaken:
         being_id = resolve_being(self.store, being_ref).id
 
         def handle() -> NoteTaken:

@@ -53,12 +53,15 @@ class CommandRunner:
                     continue
                 except DomainError as exc:
                     log.info(
-                        "command refused", error=exc.code, reason=exc.message,
+                        "command refused",
+                        error=exc.code,
+                        reason=exc.message,
                         duration_ms=round((time.perf_counter() - started) * 1000, 3),
                     )
                     raise
                 log.info(
-                    "command handled", attempts=attempt,
+                    "command handled",
+                    attempts=attempt,
                     duration_ms=round((time.perf_counter() - started) * 1000, 3),
                 )
                 return result

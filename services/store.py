@@ -24,10 +24,12 @@ class AggregateStore:
     def __init__(self, app: Application[UUID]) -> None:
         self.app = app
 
-    def get(self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None) -> A:
+    def get(
+        self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None
+    ) -> A:
         label = cls.__name__
         try:
-            agg = self.app.repository.get(aggregate_id, version=version)
+            agg: Aggregate = self.app.repository.get(aggregate_id, version=version)
         except AggregateNotFoundError:
             raise NotFound(f"{label} {aggregate_id} not found") from None
         if not isinstance(agg, cls):
@@ -58,12 +60,12 @@ class AggregateStore:
     def head(self) -> int:
         return self.app.recorder.max_notification_id() or 0
 
-    def notifications(
-        self, start: int, limit: int, topics: Sequence[str] = ()
-    ) -> Sequence[Notification]:
+    def notifications(self, start: int, limit: int, topics: Sequence[str] = ()) -> Sequence[Notification]:
         return self.app.recorder.select_notifications(start, limit, topics=topics)
 
-    def iter_notifications(self, start: int = 1, page: int = 1000, topics: Sequence[str] = ()) -> Iterator[Notification]:
+    def iter_notifications(
+        self, start: int = 1, page: int = 1000, topics: Sequence[str] = ()
+    ) -> Iterator[Notification]:
         while True:
             batch = self.notifications(start, page, topics)
             yield from batch

@@ -41,7 +41,9 @@ def make_settings(backend: str, tmp_path: Path) -> Iterator[Callable[..., Settin
     """Settings for the parametrized backend; every call shares the same database."""
     if backend == "postgres":
         with postgres_schema(_require_postgres()) as url:
-            yield lambda **kw: Settings(data_dir=tmp_path / "data", database_url=url, embedder="hashing", llm="none", **kw)
+            yield lambda **kw: Settings(
+                data_dir=tmp_path / "data", database_url=url, embedder="hashing", llm="none", **kw
+            )
     else:
         yield lambda **kw: Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none", **kw)
 

@@ -30,8 +30,15 @@ def at(n: int) -> datetime:
 
 
 def scene(action: str = "walked by the river", importance: float | None = 0.5, when: str = "2026-10-01"):
-    return validate_scene_object({"action": action, "actors": ["me"], "when": [when], "feeling": "calm",
-                                  **({"importance": importance} if importance is not None else {})})
+    return validate_scene_object(
+        {
+            "action": action,
+            "actors": ["me"],
+            "when": [when],
+            "feeling": "calm",
+            **({"importance": importance} if importance is not None else {}),
+        }
+    )
 
 
 @pytest.fixture
@@ -137,10 +144,22 @@ def test_revive_requires_effective_importance_above_threshold(world) -> None:
     node = node_in(business)
     node.flag_dying(70, at(2))
     node.make_dead(70, "no partner", at(3))
-    with pytest.raises(NodeNotDecayed):
+    with pytest.raises(NodeNotDecayed):  # decayed, and nothing read it since
         node.revive(75, at(4))
     with pytest.raises(InvalidTransition):
         node_in(business).revive(1, at(5))
+
+
+def test_an_absorbed_node_is_not_revived_without_a_read(world) -> None:
+    _, business, _ = world
+    survivor, absorbed = node_in(business, action="a"), node_in(business, action="b")
+    survivor.absorb([absorbed], 1, at(2))
+    assert absorbed.effective_importance(1) > 0.05  # high importance, yet ❺ must not undo the merge
+    with pytest.raises(NodeNotDecayed):
+        absorbed.revive(1, at(3))
+    absorbed.reactivate(ReactivationSource.RECALL_MEMORY, 1, at(4))
+    absorbed.revive(1, at(5))
+    assert absorbed.status == NodeStatus.ACTIVE and absorbed.absorbed_into is None
 
 
 def test_merge_rules(world) -> None:
@@ -207,11 +226,29 @@ def test_patrol_run_steps_and_decisions(world) -> None:
         run.start_step(PatrolStep.NOTES_TO_NODES, at(4))
     with pytest.raises(InvalidTransition):
         run.finish_step(PatrolStep.FLAG_DYING, {}, 0.0, at(4))
-    run.record_decision(PatrolStep.CONSOLIDATE, "consolidate_cluster", "c1", model="m", prompt_version="v1",
-                        raw_answer="{}", parsed_plan={}, rejected=[], at=at(5))
+    run.record_decision(
+        PatrolStep.CONSOLIDATE,
+        "consolidate_cluster",
+        "c1",
+        model="m",
+        prompt_version="v1",
+        raw_answer="{}",
+        parsed_plan={},
+        rejected=[],
+        at=at(5),
+    )
     with pytest.raises(InvalidTransition):
-        run.record_decision(PatrolStep.CONSOLIDATE, "consolidate_cluster", "c1", model="m", prompt_version="v1",
-                            raw_answer="{}", parsed_plan={}, rejected=[], at=at(6))
+        run.record_decision(
+            PatrolStep.CONSOLIDATE,
+            "consolidate_cluster",
+            "c1",
+            model="m",
+            prompt_version="v1",
+            raw_answer="{}",
+            parsed_plan={},
+            rejected=[],
+            at=at(6),
+        )
     assert run.next_step() is PatrolStep.BIRTH_SUBCLUSTERS
     with pytest.raises(InvalidTransition):
         run.finish(at(7))

@@ -21,8 +21,10 @@ GOOD = {
 def test_flat_and_nested_forms_parse_alike() -> None:
     flat = parse_scene_text(json.dumps(GOOD))
     nested = validate_scene_object(
-        {"scene": {k: GOOD[k] for k in ("action", "actors", "when", "setting", "dialogue")},
-         **{k: GOOD[k] for k in ("feeling", "importance", "themes", "emotion")}}
+        {
+            "scene": {k: GOOD[k] for k in ("action", "actors", "when", "setting", "dialogue")},
+            **{k: GOOD[k] for k in ("feeling", "importance", "themes", "emotion")},
+        }
     )
     assert isinstance(flat, SceneInput)
     assert flat == nested
@@ -32,14 +34,16 @@ def test_flat_and_nested_forms_parse_alike() -> None:
 def test_scene_to_text_matches_the_spec_rendering() -> None:
     parsed = validate_scene_object(GOOD)
     assert parsed.scene.to_text(parsed.feeling) == (
-        '2026-11-20 — office, late evening — Shipped the beta to the first ten customers — '
+        "2026-11-20 — office, late evening — Shipped the beta to the first ten customers — "
         '"We made it." — (relieved and a little proud)'
     )
 
 
 def test_when_accepts_consolidated_entries() -> None:
-    parsed = validate_scene_object({**GOOD, "when": ["2026-11-20", {"date": "Day7", "action": "Hashi decided"}]})
-    assert parsed.scene.embed_text("") .startswith("2026-11-20 Day7 Hashi decided")
+    parsed = validate_scene_object(
+        {**GOOD, "when": ["2026-11-20", {"date": "Day7", "action": "Hashi decided"}]}
+    )
+    assert parsed.scene.embed_text("").startswith("2026-11-20 Day7 Hashi decided")
 
 
 @pytest.mark.parametrize(
@@ -64,7 +68,9 @@ def test_structured_scene_errors_name_the_field(change: dict[str, object], field
     assert field in {e["field"] for e in info.value.errors}
 
 
-@pytest.mark.parametrize("text", ["met Mina at the café, felt good", '{"action": "trunc', "[1, 2]", '"just a string"'])
+@pytest.mark.parametrize(
+    "text", ["met Mina at the café, felt good", '{"action": "trunc', "[1, 2]", '"just a string"']
+)
 def test_text_that_is_no_json_object_is_a_parse_failure(text: str) -> None:
     result = parse_scene_text(text)
     assert isinstance(result, ParseFailure)

@@ -1,0 +1,55 @@
+"""How the CLI speaks: JSON on stdout with --json, readable text otherwise, errors on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from domain.errors import DomainError, InvalidInput, InvalidScene
+from services.errors import Conflict, NotFound
+
+EXIT_INVALID = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_UNEXPECTED = 1
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def exit_code_for(exc: DomainError) -> int:
+    if isinstance(exc, NotFound):
+        return EXIT_NOT_FOUND
+    if isinstance(exc, Conflict):
+        return EXIT_CONFLICT
+    if isinstance(exc, InvalidInput):
+        return EXIT_INVALID
+    return EXIT_CONFLICT  # an invariant refused the command in the current state
+
+
+def fail(exc: DomainError, *, as_json: bool) -> NoReturn:
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"error": exc.code, "message": exc.message, "details": exc.details},
+                ensure_ascii=False,
+                default=str,
+            ),
+            err=True,
+        )
+    elif isinstance(exc, InvalidScene):
+        click.echo(f"error: {exc.message.split(':', 1)[0]}:", err=True)
+        for err in exc.errors:
+            click.echo(f"  - {err['field']}: {err['message']}", err=True)
+    else:
+        click.echo(f"error: {exc.message}", err=True)
+    sys.exit(exit_code_for(exc))
+
+
+def fail_text(message: str, code: int = EXIT_INVALID) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
