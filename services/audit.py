@@ -40,9 +40,14 @@ KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
 }
 
 
+_TOPIC_PREFIXES: dict[AggregateKind, str] = {
+    kind: f"{cls.__dict__['TOPIC']}." for kind, cls in KIND_CLASSES.items()
+}
+
+
 def _kind_of_topic(topic: str) -> AggregateKind | None:
-    for kind, cls in KIND_CLASSES.items():
-        if topic.startswith(str(cls.TOPIC) + "."):
+    for kind, prefix in _TOPIC_PREFIXES.items():
+        if topic.startswith(prefix):
             return kind
     return None
 

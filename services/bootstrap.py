@@ -86,12 +86,12 @@ def bootstrap(
     embedder: Embedder | None = None,
     llm: LLM | None = None,
 ) -> Engram:
-    from adapters.eventstore import EventLog, event_log_env
+    from adapters.eventstore import open_event_log
     from adapters.system import RandomIds, SystemClock
 
     settings = settings or Settings()
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    app = EventLog(env=event_log_env(settings.data_dir, url))
+    app = open_event_log(settings.data_dir, url)
     return Engram(
         settings=settings,
         store=AggregateStore(app),

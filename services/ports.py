@@ -93,6 +93,10 @@ class LLM(Protocol):
     @property
     def available(self) -> bool: ...
 
+    def describe(self) -> str:
+        """Provider and model, e.g. `anthropic:claude-sonnet-4-6`; never a secret."""
+        ...
+
     def model_for(self, model_class: ModelClass) -> str: ...
 
     def complete(

@@ -53,3 +53,13 @@ def engram(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iter
     e = bootstrap(make_settings(), clock=clock, ids=SeededIds())
     yield e
     e.close()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """The CLI configures structlog for the process; each test starts from the defaults again."""
+    import structlog
+
+    yield
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()

@@ -57,6 +57,37 @@ def event_log_env(data_dir: Path, database_url: str | None) -> dict[str, str]:
     }
 
 
+def _conninfo(env: dict[str, str]) -> str:
+    parts = {
+        "dbname": env["POSTGRES_DBNAME"],
+        "host": env["POSTGRES_HOST"],
+        "port": env["POSTGRES_PORT"],
+        "user": env["POSTGRES_USER"],
+        "password": env["POSTGRES_PASSWORD"],
+    }
+    return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
+
+
+def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
+    """Open (and on first use create) the log.
+
+    On PostgreSQL the library creates its tables at start-up; processes starting at the same
+    moment would run that DDL concurrently ("tuple concurrently updated"), so it is serialised
+    with an advisory lock.
+    """
+    env = event_log_env(data_dir, database_url)
+    if env["PERSISTENCE_MODULE"] != "eventsourcing.postgres":
+        return EventLog(env=env)
+    import psycopg
+
+    with psycopg.connect(_conninfo(env), autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(hashtext('engram-event-log-ddl'))")
+        try:
+            return EventLog(env=env)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('engram-event-log-ddl'))")
+
+
 class EventLog(Application[UUID]):
     name = APPLICATION_NAME
     # Beings gain an event per patrol cycle; snapshots keep their replay short.

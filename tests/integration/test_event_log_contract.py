@@ -65,11 +65,15 @@ def test_notes_are_idempotent_by_key(engram: Engram) -> None:
 
 
 def _racer(settings_json: str, key: str, start: mp.synchronize.Event, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    e = bootstrap(Settings.model_validate_json(settings_json))
+    try:
+        e = bootstrap(Settings.model_validate_json(settings_json))
+    except Exception as exc:  # report, the parent asserts
+        out.put(f"error: {exc!r}")
+        return
     start.wait()
     try:
         out.put(e.notes.take("Aria", scene_note(idempotency_key=key)).note_id)
-    except Exception as exc:  # report, the parent asserts
+    except Exception as exc:
         out.put(f"error: {exc!r}")
     finally:
         e.close()

@@ -1,0 +1,56 @@
+"""Embedder adapters (the `services.ports.Embedder` port) and their factory.
+
+- `offline`: all-MiniLM-L6-v2 int8 on onnxruntime, no network (the default);
+- `openai`: the OpenAI embeddings API or a compatible server;
+- `hashing`: lexical feature hashing, deterministic, for tests.
+
+Importing this package is cheap: onnxruntime and the openai SDK are imported
+only when the embedder that needs them is built or first used.
+"""
+
+from __future__ import annotations
+
+from adapters.embedders._errors import EmbedderConfigError
+from adapters.embedders.hashing import HashingEmbedder
+from adapters.embedders.offline_minilm import MiniLMEmbedder
+from adapters.embedders.openai_embedder import OpenAIEmbedder
+from services.config import Settings
+from services.ports import Embedder
+
+__all__ = [
+    "EmbedderConfigError",
+    "HashingEmbedder",
+    "MiniLMEmbedder",
+    "OpenAIEmbedder",
+    "build_embedder",
+]
+
+
+def build_embedder(settings: Settings) -> Embedder:
+    """The embedder that `settings.embedder` names, configured from `settings`.
+
+    `embedding_batch_size` applies to the openai embedder only: it sizes HTTP
+    requests, while MiniLM's batch is bounded by memory (attention over 256
+    tokens) and keeps its own default.
+    """
+    if settings.embedder == "offline":
+        return MiniLMEmbedder()
+    if settings.embedder == "hashing":
+        return HashingEmbedder()
+    if settings.embedder == "openai":
+        if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value():
+            raise EmbedderConfigError(
+                "ENGRAM_EMBEDDER=openai needs an API key: set ENGRAM_OPENAI_API_KEY (or OPENAI_API_KEY), "
+                "or choose ENGRAM_EMBEDDER=offline"
+            )
+        return OpenAIEmbedder(
+            api_key=settings.openai_api_key.get_secret_value(),
+            model=settings.embedding_model,
+            base_url=settings.openai_base_url,
+            batch_size=settings.embedding_batch_size,
+            timeout_s=settings.llm_timeout_s,
+            max_retries=settings.llm_max_retries,
+        )
+    # Unreachable while Settings validates the literal; kept so that a new
+    # choice added there fails loudly here rather than returning None.
+    raise EmbedderConfigError(f"unknown embedder {settings.embedder!r}")
