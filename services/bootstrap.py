@@ -19,6 +19,7 @@ from services.notes import NoteCommands
 from services.ports import LLM, Clock, Embedder, IdFactory
 from services.runner import CommandRunner
 from services.store import AggregateStore
+from services.views import Views
 
 
 @dataclass
@@ -52,6 +53,11 @@ class Engram:
     def audit(self) -> AuditQueries:
         return AuditQueries(self.store)
 
+    @cached_property
+    def views(self) -> Views:
+        """The read models; opened on first use."""
+        return Views(self.settings, self.store)
+
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
@@ -69,6 +75,8 @@ class Engram:
         return self._llm
 
     def close(self) -> None:
+        if "views" in self.__dict__:
+            self.views.close()
         self.store.close()
 
     def __enter__(self) -> Engram:

@@ -44,6 +44,17 @@ class Settings(BaseSettings):
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)
 
+    qdrant_url: str | None = Field(
+        None, description="A Qdrant server; unset = Qdrant Edge embedded under data_dir."
+    )
+    qdrant_api_key: SecretStr | None = None
+
+    projection_batch_size: int = Field(500, ge=1, le=10_000, description="Events per view transaction.")
+    worker_poll_interval_s: float = Field(0.2, gt=0, description="How often the worker looks for new events.")
+    consistency_timeout_s: float = Field(
+        10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."
+    )
+
     command_retries: int = Field(
         5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict."
     )

@@ -43,3 +43,9 @@ class WriteRaced(Exception):
     def __init__(self, detail: Any = None) -> None:
         super().__init__("a concurrent write raced this one")
         self.detail = detail
+
+
+class ConsistencyTimeout(ServiceError):
+    """The views did not reach the requested log position in time (is the worker running?)."""
+
+    code = "consistency_timeout"

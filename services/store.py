@@ -60,8 +60,10 @@ class AggregateStore:
     def head(self) -> int:
         return self.app.recorder.max_notification_id() or 0
 
-    def notifications(self, start: int, limit: int, topics: Sequence[str] = ()) -> Sequence[Notification]:
-        return self.app.recorder.select_notifications(start, limit, topics=topics)
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> Sequence[Notification]:
+        return self.app.recorder.select_notifications(start, limit, stop=stop, topics=topics)
 
     def iter_notifications(
         self, start: int = 1, page: int = 1000, topics: Sequence[str] = ()

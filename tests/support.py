@@ -50,3 +50,21 @@ def postgres_schema(base_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(base_url, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@contextmanager
+def fresh_settings(backend: str, root: os.PathLike[str] | str, **overrides: object) -> Iterator[object]:
+    """Settings on a database of their own (a new directory, or a new PostgreSQL schema)."""
+    from pathlib import Path
+
+    from services.config import Settings
+
+    data_dir = Path(root) / uuid.uuid4().hex
+    base = {"data_dir": data_dir, "embedder": "hashing", "llm": "none", **overrides}
+    if backend == "postgres":
+        url = postgres_url()
+        assert url, "ENGRAM_TEST_DATABASE_URL is not set"
+        with postgres_schema(url) as scoped:
+            yield Settings(database_url=scoped, **base)  # type: ignore[arg-type]
+    else:
+        yield Settings(**base)  # type: ignore[arg-type]

@@ -368,9 +368,11 @@ def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, 
         click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
 
 
-from adapters.cli import demo as _demo  # noqa: E402  (registers `engram demo`)
+from adapters.cli import admin as _admin  # noqa: E402
+from adapters.cli import demo as _demo  # noqa: E402
 
 _demo.register(cli, command)
+_admin.register(cli, command)
 
 
 def main() -> None:

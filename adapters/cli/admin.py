@@ -1,0 +1,102 @@
+"""Admin commands: `engram projections status|rebuild` and `engram worker`."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from adapters.cli.output import emit_json
+from domain.errors import InvalidInput
+
+
+def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
+    @cli.group()
+    def projections() -> None:
+        """Inspect and rebuild the read models and vector collections."""
+
+    @projections.command("status")
+    @command
+    def status(ctx: Any, *, as_json: bool) -> None:
+        """Each projection's position, the head of the log, the lag and the last error."""
+        rows = ctx.engram.views.status()
+        if as_json:
+            emit_json(rows)
+            return
+        click.echo(f"{'projection':<14} {'gen':>4} {'position':>10} {'head':>10} {'lag':>8}  last error")
+        for r in rows:
+            note = " (schema changed: rebuild)" if r["needs_rebuild"] else ""
+            building = f" building gen {', '.join(map(str, r['building']))}" if r["building"] else ""
+            error = f"{r['last_error']} at {r['last_error_at']}" if r["last_error"] else "-"
+            click.echo(
+                f"{r['name']:<14} {r['generation']:>4} {r['position']:>10} {r['head']:>10} {r['lag']:>8}  "
+                f"{error}{note}{building}"
+            )
+
+    @projections.command("rebuild")
+    @click.argument("name", required=False)
+    @click.option("--all", "rebuild_all", is_flag=True, help="Rebuild every projection.")
+    @command
+    def rebuild(ctx: Any, name: str | None, rebuild_all: bool, *, as_json: bool) -> None:
+        """Rebuild NAME (or --all) from the log, blue-green: reads keep working until the switch."""
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        if bool(name) == rebuild_all:
+            raise InvalidInput("give a projection NAME or --all")
+        views = ctx.engram.views
+        names: list[str] = views.names() if rebuild_all or name is None else [name]
+        results = []
+        with Progress(
+            TextColumn("{task.description:<12}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            disable=as_json,
+            transient=False,
+        ) as progress:
+            for n in names:
+                task = progress.add_task(n, total=max(1, views.source.head()))
+
+                def report(position: int, head: int, task: Any = task) -> None:
+                    progress.update(task, completed=position, total=max(1, head))
+
+                generation = views.rebuild(n, progress=report)
+                results.append({"projection": n, "generation": generation})
+        if as_json:
+            emit_json(results)
+        else:
+            for r in results:
+                click.echo(f"rebuilt {r['projection']}: now serving generation {r['generation']}")
+
+    @cli.command("worker")
+    @click.option("--once", is_flag=True, help="Catch every projection up and exit.")
+    @command
+    def worker(ctx: Any, once: bool, *, as_json: bool) -> None:
+        """Run every projection continuously (Ctrl-C stops)."""
+        from services.worker import Worker, postgres_listener
+
+        engram = ctx.engram
+        views = engram.views
+        if once:
+            views.ensure()
+            status = views.status()
+            emit_json(status) if as_json else click.echo("all projections caught up")
+            return
+        listen = None
+        poll = engram.settings.worker_poll_interval_s
+        if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
+            listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
+            poll = 5.0
+        w = Worker(views, poll_interval=poll, listen=listen)
+
+        def stop(*_: Any) -> None:
+            w.stop_event.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        click.echo(f"worker: running {', '.join(w.names)} (Ctrl-C stops)", err=True)
+        w.run_forever()
+        if as_json:
+            emit_json(w.stats)

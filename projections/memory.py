@@ -1,0 +1,283 @@
+"""The memory view: nodes and clusters, with the indexes patrol and recall need.
+
+`nodes.dying_cycle` is the being cycle at which the node's effective importance
+falls to 0.05 (`domain.decay.dying_cycle`); with the index on
+(being_id, status, pinned, dying_cycle) patrol finds the nodes to flag in
+O(transitions). Cluster counts are kept here, in the same transaction as the
+node rows, so they never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from domain import decay
+from domain.cluster import Cluster
+from domain.node import MemoryNode, NodeStatus
+from projections.engine import Batch, Projection, handles
+from projections.tables import Index, TableSpec
+
+NODES = TableSpec(
+    name="nodes",
+    columns={
+        "id": "id",
+        "being_id": "id",
+        "cluster_id": "id",
+        "status": "text",
+        "fresh": "bool",
+        "pinned": "bool",
+        "importance": "float",
+        "dying_cycle": "int",
+        "last_activated_at": "text",
+        "last_activated_cycle": "int",
+        "reactivation_count": "int",
+        "read_since_death": "bool",
+        "absorbed_into": "id",
+        "action": "text",
+        "feeling": "text",
+        "setting": "text",
+        "themes": "text",  # JSON array
+        "when_json": "text",  # JSON array, searched as text (spec: scene->>when ilike)
+        "scene_json": "text",
+        "emotion_json": "text",
+        "source_note_id": "id",
+        "source_ref": "text",
+        "embedding_model": "text",
+        "created_at": "text",
+        "version": "int",
+        "position": "int",
+    },
+    indexes=(
+        Index("decay", ("being_id", "status", "pinned", "dying_cycle")),
+        Index("revive", ("being_id", "status", "read_since_death", "dying_cycle")),
+        Index("cluster", ("cluster_id", "status")),
+        Index("recent", ("being_id", "last_activated_at")),
+        Index("fresh", ("being_id", "fresh")),
+        Index("source", ("being_id", "source_ref")),
+    ),
+)
+
+CLUSTERS = TableSpec(
+    name="clusters",
+    columns={
+        "id": "id",
+        "being_id": "id",
+        "name": "text",
+        "parent_id": "id",
+        "is_root": "bool",
+        "active_count": "int",
+        "total_count": "int",
+        "created_at": "text",
+        "version": "int",
+        "position": "int",
+    },
+    indexes=(
+        Index("being", ("being_id", "parent_id")),
+        Index("small", ("being_id", "is_root", "active_count")),
+    ),
+)
+
+
+def _when(scene: dict[str, Any]) -> str:
+    return json.dumps(scene.get("when", []), ensure_ascii=False)
+
+
+class MemoryView(Projection):
+    name = "memory"
+    schema_version = 1
+    tables = (NODES, CLUSTERS)
+
+    def prefetch(self, batch: Batch, events: Any) -> None:
+        node_ids = [str(e.originator_id) for e in events if isinstance(e, MemoryNode.Event)]
+        node_ids += [
+            str(i) for e in events if isinstance(e, MemoryNode.AbsorbedNodes) for i in e.absorbed_ids
+        ]
+        batch.nodes.prefetch(batch.conn, node_ids)
+        cluster_ids = [str(e.originator_id) for e in events if isinstance(e, Cluster.Event)]
+        cluster_ids += [
+            str(e.cluster_id) for e in events if isinstance(e, MemoryNode.Created | MemoryNode.MovedToCluster)
+        ]
+        cluster_ids += [str(r["cluster_id"]) for r in batch.nodes.rows.values() if r is not None]
+        batch.clusters.prefetch(batch.conn, cluster_ids)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _node(self, batch: Batch, event: Any) -> dict[str, Any]:
+        row = batch.nodes.get(batch.conn, str(event.originator_id))
+        if row is None:
+            raise LookupError(
+                f"memory view: event {type(event).__qualname__} for unknown node {event.originator_id}"
+            )
+        return row
+
+    def _count(self, batch: Batch, cluster_id: str | None, *, active: int = 0, total: int = 0) -> None:
+        if cluster_id is None:
+            return
+        cluster = batch.clusters.get(batch.conn, cluster_id)
+        if cluster is not None:
+            cluster["active_count"] += active
+            cluster["total_count"] += total
+            batch.clusters.put(cluster)
+
+    def _save(self, batch: Batch, row: dict[str, Any], event: Any) -> None:
+        row["version"] = event.originator_version
+        row["position"] = batch.position
+        row["dying_cycle"] = decay.dying_cycle(row["importance"], row["last_activated_cycle"])
+        batch.nodes.put(row)
+
+    def _set_status(self, batch: Batch, row: dict[str, Any], status: str) -> None:
+        was_active = row["status"] == NodeStatus.ACTIVE
+        is_active = status == NodeStatus.ACTIVE
+        if was_active != is_active:
+            self._count(batch, row["cluster_id"], active=1 if is_active else -1)
+        row["status"] = status
+
+    # -- clusters -----------------------------------------------------------------------------
+
+    @handles(Cluster.Created)
+    def _cluster_created(self, batch: Batch, e: Cluster.Created) -> None:
+        batch.clusters.put(
+            {
+                "id": str(e.originator_id),
+                "being_id": str(e.being_id),
+                "name": e.name,
+                "parent_id": str(e.parent_id if e.parent_id is not None else e.originator_id),
+                "is_root": e.is_root,
+                "active_count": 0,
+                "total_count": 0,
+                "created_at": e.timestamp.isoformat(),
+                "version": e.originator_version,
+                "position": batch.position,
+            }
+        )
+
+    @handles(Cluster.Renamed)
+    def _cluster_renamed(self, batch: Batch, e: Cluster.Renamed) -> None:
+        row = batch.clusters.get(batch.conn, str(e.originator_id))
+        if row is not None:
+            row.update(name=e.name, version=e.originator_version, position=batch.position)
+            batch.clusters.put(row)
+
+    @handles(Cluster.Deleted)
+    def _cluster_deleted(self, batch: Batch, e: Cluster.Deleted) -> None:
+        batch.clusters.delete(str(e.originator_id))
+
+    # -- nodes --------------------------------------------------------------------------------
+
+    @handles(MemoryNode.Created)
+    def _node_created(self, batch: Batch, e: MemoryNode.Created) -> None:
+        row = {
+            "id": str(e.originator_id),
+            "being_id": str(e.being_id),
+            "cluster_id": str(e.cluster_id),
+            "status": NodeStatus.ACTIVE.value,
+            "fresh": True,
+            "pinned": False,
+            "importance": e.importance,
+            "last_activated_at": e.timestamp.isoformat(),
+            "last_activated_cycle": e.activation_cycle,
+            "reactivation_count": 0,
+            "read_since_death": False,
+            "absorbed_into": None,
+            "action": e.scene.get("action", ""),
+            "feeling": e.feeling,
+            "setting": e.scene.get("setting"),
+            "themes": json.dumps(e.themes, ensure_ascii=False),
+            "when_json": _when(e.scene),
+            "scene_json": json.dumps(e.scene, ensure_ascii=False),
+            "emotion_json": json.dumps(e.emotion) if e.emotion is not None else None,
+            "source_note_id": str(e.source_note_id) if e.source_note_id else None,
+            "source_ref": e.source_ref,
+            "embedding_model": None,
+            "created_at": e.timestamp.isoformat(),
+        }
+        self._count(batch, row["cluster_id"], active=1, total=1)
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Embedded)
+    def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
+        row = self._node(batch, e)
+        row["embedding_model"] = e.embedding.model
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.MovedToCluster)
+    def _moved(self, batch: Batch, e: MemoryNode.MovedToCluster) -> None:
+        row = self._node(batch, e)
+        active = 1 if row["status"] == NodeStatus.ACTIVE else 0
+        self._count(batch, row["cluster_id"], active=-active, total=-1)
+        row["cluster_id"] = str(e.cluster_id)
+        self._count(batch, row["cluster_id"], active=active, total=1)
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Pinned)
+    def _pinned(self, batch: Batch, e: MemoryNode.Pinned) -> None:
+        row = self._node(batch, e)
+        row["pinned"] = True
+        if row["status"] == NodeStatus.DYING:
+            self._set_status(batch, row, NodeStatus.ACTIVE.value)
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Unpinned)
+    def _unpinned(self, batch: Batch, e: MemoryNode.Unpinned) -> None:
+        row = self._node(batch, e)
+        row["pinned"] = False
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.FlaggedDying)
+    def _dying(self, batch: Batch, e: MemoryNode.FlaggedDying) -> None:
+        row = self._node(batch, e)
+        self._set_status(batch, row, NodeStatus.DYING.value)
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.MadeDead)
+    def _dead(self, batch: Batch, e: MemoryNode.MadeDead) -> None:
+        row = self._node(batch, e)
+        self._set_status(batch, row, NodeStatus.DEAD.value)
+        row["read_since_death"] = False
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Absorbed)
+    def _absorbed(self, batch: Batch, e: MemoryNode.Absorbed) -> None:
+        row = self._node(batch, e)
+        self._set_status(batch, row, NodeStatus.DEAD.value)
+        row.update(absorbed_into=str(e.survivor_id), fresh=False, read_since_death=False)
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.AbsorbedNodes)
+    def _absorbed_nodes(self, batch: Batch, e: MemoryNode.AbsorbedNodes) -> None:
+        row = self._node(batch, e)
+        scene = json.loads(row["scene_json"])
+        scene["when"] = [*scene.get("when", []), *e.when_entries]
+        row.update(
+            scene_json=json.dumps(scene, ensure_ascii=False),
+            when_json=_when(scene),
+            importance=e.importance,
+            fresh=False,
+        )
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.FreshnessCleared)
+    def _unfresh(self, batch: Batch, e: MemoryNode.FreshnessCleared) -> None:
+        row = self._node(batch, e)
+        row["fresh"] = False
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Reactivated)
+    def _reactivated(self, batch: Batch, e: MemoryNode.Reactivated) -> None:
+        row = self._node(batch, e)
+        row["reactivation_count"] += e.increment
+        row["last_activated_at"] = e.timestamp.isoformat()
+        row["last_activated_cycle"] = e.cycle
+        if row["status"] == NodeStatus.DYING:
+            self._set_status(batch, row, NodeStatus.ACTIVE.value)
+        elif row["status"] == NodeStatus.DEAD:
+            row["read_since_death"] = True
+        self._save(batch, row, e)
+
+    @handles(MemoryNode.Revived)
+    def _revived(self, batch: Batch, e: MemoryNode.Revived) -> None:
+        row = self._node(batch, e)
+        self._set_status(batch, row, NodeStatus.ACTIVE.value)
+        row.update(absorbed_into=None, read_since_death=False)
+        self._save(batch, row, e)

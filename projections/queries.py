@@ -1,0 +1,167 @@
+"""Queries on the SQL views. Every query that reads memory takes the being it is scoped to.
+
+Queries read the active generation of each view, so a rebuild's switch is seen at the next call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from projections import engine
+from projections.beings import BEINGS, DIARY
+from projections.memory import CLUSTERS, NODES
+from projections.notes import NOTES
+from projections.patrol_runs import RUNS
+from projections.sql import ViewDatabase
+from projections.tables import TableSpec
+
+Row = dict[str, Any]
+
+
+def _decode_node(row: Row) -> Row:
+    row = NODES.normalise(row)
+    row["themes"] = json.loads(row["themes"]) if row.get("themes") else []
+    row["scene"] = json.loads(row.pop("scene_json")) if row.get("scene_json") else {}
+    row["emotion"] = json.loads(row.pop("emotion_json")) if row.get("emotion_json") else None
+    return row
+
+
+class ReadModels:
+    """Read access to the views of one deployment (`Views.dbs`)."""
+
+    def __init__(self, dbs: dict[str, ViewDatabase], projections: dict[str, engine.Projection]) -> None:
+        self.dbs = dbs
+        self.projections = projections
+
+    def _select(
+        self, view: str, spec: TableSpec, where: str, params: Sequence[Any], tail: str = ""
+    ) -> list[Row]:
+        db = self.dbs[view]
+        with db.read() as conn:
+            table = engine.read_tables(conn, db, self.projections[view])[spec.name]
+            rows = conn.query(f"SELECT * FROM {table} WHERE {where} {tail}", list(params))
+        return [spec.normalise(r) for r in rows]
+
+    # -- beings ---------------------------------------------------------------------------------
+
+    def being(self, being_id: UUID) -> Row | None:
+        rows = self._select("beings", BEINGS, "id = ?", [str(being_id)])
+        return rows[0] if rows else None
+
+    def being_by_name(self, name: str) -> Row | None:
+        rows = self._select("beings", BEINGS, "name = ?", [name])
+        return rows[0] if rows else None
+
+    def beings(self) -> list[Row]:
+        return self._select("beings", BEINGS, "1 = 1", [], "ORDER BY registered_at, name")
+
+    def diary(self, being_id: UUID, since: str | None = None) -> list[Row]:
+        return self._select(
+            "beings", DIARY, "being_id = ? AND date >= ?", [str(being_id), since or ""], "ORDER BY date"
+        )
+
+    # -- memory ---------------------------------------------------------------------------------
+
+    def node(self, being_id: UUID, node_id: UUID) -> Row | None:
+        rows = self._select("memory", NODES, "being_id = ? AND id = ?", [str(being_id), str(node_id)])
+        return _decode_node(rows[0]) if rows else None
+
+    def nodes(
+        self,
+        being_id: UUID,
+        *,
+        statuses: Sequence[str] | None = None,
+        cluster_id: UUID | None = None,
+        fresh: bool | None = None,
+        ids: Sequence[UUID] | None = None,
+        order: str = "created_at",
+        limit: int | None = None,
+    ) -> list[Row]:
+        where: list[str] = ["being_id = ?"]
+        params: list[Any] = [str(being_id)]
+        if statuses:
+            where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            params += list(statuses)
+        if cluster_id is not None:
+            where.append("cluster_id = ?")
+            params.append(str(cluster_id))
+        if fresh is not None:
+            where.append("fresh = ?")
+            params.append(fresh)
+        if ids is not None:
+            if not ids:
+                return []
+            where.append(f"id IN ({', '.join('?' for _ in ids)})")
+            params += [str(i) for i in ids]
+        order_by = {"created_at": "created_at, id", "recent": "last_activated_at DESC, id"}[order]
+        tail = f"ORDER BY {order_by}" + (f" LIMIT {int(limit)}" if limit else "")
+        return [_decode_node(r) for r in self._select("memory", NODES, " AND ".join(where), params, tail)]
+
+    def dying_candidates(self, being_id: UUID, cycle: int) -> list[Row]:
+        """Spec ❸: active, unpinned nodes whose effective importance is ≤ 0.05 at `cycle` (indexed)."""
+        rows = self._select(
+            "memory",
+            NODES,
+            "being_id = ? AND status = 'active' AND pinned = ? AND dying_cycle <= ?",
+            [str(being_id), False, cycle],
+            "ORDER BY dying_cycle, id",
+        )
+        return [_decode_node(r) for r in rows]
+
+    def revivable(self, being_id: UUID, cycle: int) -> list[Row]:
+        """Spec ❺: dead nodes read since they died whose effective importance is above 0.05 at `cycle`."""
+        rows = self._select(
+            "memory",
+            NODES,
+            "being_id = ? AND status = 'dead' AND read_since_death = ? AND dying_cycle > ?",
+            [str(being_id), True, cycle],
+            "ORDER BY id",
+        )
+        return [_decode_node(r) for r in rows]
+
+    def cluster(self, being_id: UUID, cluster_id: UUID) -> Row | None:
+        rows = self._select("memory", CLUSTERS, "being_id = ? AND id = ?", [str(being_id), str(cluster_id)])
+        return rows[0] if rows else None
+
+    def clusters(self, being_id: UUID) -> list[Row]:
+        return self._select(
+            "memory", CLUSTERS, "being_id = ?", [str(being_id)], "ORDER BY is_root DESC, created_at, id"
+        )
+
+    # -- notes ----------------------------------------------------------------------------------
+
+    def notes(
+        self,
+        being_id: UUID,
+        *,
+        kinds: Sequence[str] | None = None,
+        parse_status: str | None = None,
+        read: bool | None = None,
+        limit: int | None = None,
+    ) -> list[Row]:
+        where: list[str] = ["being_id = ?"]
+        params: list[Any] = [str(being_id)]
+        if kinds:
+            where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+            params += list(kinds)
+        if parse_status is not None:
+            where.append("parse_status = ?")
+            params.append(parse_status)
+        if read is not None:
+            where.append("read = ?")
+            params.append(read)
+        tail = "ORDER BY position" + (f" LIMIT {int(limit)}" if limit else "")
+        return self._select("notes", NOTES, " AND ".join(where), params, tail)
+
+    # -- patrol runs ----------------------------------------------------------------------------
+
+    def patrol_runs(self, being_id: UUID, limit: int = 20) -> list[Row]:
+        rows = self._select(
+            "patrol_runs", RUNS, "being_id = ?", [str(being_id)], f"ORDER BY cycle DESC LIMIT {int(limit)}"
+        )
+        for r in rows:
+            r["steps"] = json.loads(r.pop("steps_json"))
+        return rows

@@ -1,0 +1,128 @@
+"""The `VectorIndex` port: vector collections for nodes and cluster centroids.
+
+Adapters: Qdrant Edge (embedded default, `adapters/vectors/edge.py`) and
+`qdrant-client` (a Qdrant server by URL, or its local mode for tests,
+`adapters/vectors/qdrant_server.py`). Both pass `tests/contract/test_vector_index.py`.
+
+Rules every adapter keeps:
+- every search is scoped to one being: `being_id` is a required argument, there is no
+  unscoped search;
+- writes are full-state and idempotent (upsert by id), and monotonic: a write carrying an
+  older log `position` than the point already holds is ignored, so replaying a batch after a
+  crash can never move a point backwards;
+- collections are reached through aliases, so a rebuild fills a new collection and switches
+  the alias atomically.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from uuid import UUID
+
+import numpy as np
+import numpy.typing as npt
+
+Vector = npt.NDArray[np.float32]
+
+BEING_KEY = "being_id"
+POSITION_KEY = "position"
+
+
+@dataclass(frozen=True, slots=True)
+class VectorPoint:
+    """A point to write: its whole state. `payload` must hold `being_id` (str) and `position` (int)."""
+
+    id: UUID
+    vector: Vector
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PayloadUpdate:
+    """Replace a point's whole payload (the vector stays), if `position` is not older than the point's."""
+
+    id: UUID
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredPoint:
+    id: UUID
+    score: float
+    payload: Mapping[str, Any]
+    vector: Vector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchFilter:
+    """Conditions beyond the being. Each set is an OR over its values; the fields are ANDed."""
+
+    statuses: frozenset[str] | None = None
+    cluster_ids: frozenset[str] | None = None
+    exclude_ids: frozenset[UUID] = field(default_factory=frozenset)
+
+
+class VectorIndex(Protocol):
+    def ensure_collection(self, name: str, dim: int) -> None:
+        """Create the collection (cosine distance) and its payload indexes if missing.
+
+        Payload indexes: `being_id` keyword with `is_tenant=true`, `status` and `cluster_id`
+        keywords, `position` integer. Idempotent.
+        """
+        ...
+
+    def drop_collection(self, name: str) -> None: ...
+
+    def collection_exists(self, name: str) -> bool: ...
+
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        """Full-state upserts; a point already holding a greater `position` is left as it is."""
+        ...
+
+    def set_payloads(self, collection: str, updates: Sequence[PayloadUpdate]) -> None:
+        """Replace payloads of existing points (same monotonic rule); missing points are ignored."""
+        ...
+
+    def delete(self, collection: str, ids: Sequence[UUID]) -> None: ...
+
+    def search(
+        self,
+        collection: str,
+        being_id: UUID,
+        vector: Vector,
+        limit: int,
+        *,
+        where: SearchFilter | None = None,
+        score_threshold: float | None = None,
+        with_vectors: bool = False,
+    ) -> list[ScoredPoint]:
+        """Top `limit` points of one being by cosine similarity, best first.
+
+        `score_threshold` keeps points with score strictly above it.
+        """
+        ...
+
+    def retrieve(
+        self, collection: str, being_id: UUID, ids: Sequence[UUID], *, with_vectors: bool = False
+    ) -> list[ScoredPoint]:
+        """Points by id, only those of `being_id` (others read as missing); score is 0."""
+        ...
+
+    def count(self, collection: str, being_id: UUID | None = None) -> int: ...
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Point `alias` at `collection` atomically (create or switch)."""
+        ...
+
+    def resolve_alias(self, alias: str) -> str | None: ...
+
+    def optimize(self, collection: str) -> None:
+        """Build indexes (HNSW) where the engine needs an explicit step; a no-op elsewhere.
+
+        May hold the GIL for a long time (Qdrant Edge): never call it on a request path.
+        """
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,179 @@
+"""The application's views: open them, keep them caught up, wait for them, report and rebuild them.
+
+In the embedded default nobody has to run a worker: a read first catches the views up in-process
+(`ensure(position)`). When `engram worker` runs, it holds each view's lock, and readers wait for it
+to reach their position instead, bounded by `ENGRAM_CONSISTENCY_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse, urlunparse
+
+import structlog
+
+from adapters.locks import AdvisoryLock, FileLock, Lock
+from projections import engine
+from projections.beings import BeingsView
+from projections.engine import EventSource, Projection
+from projections.memory import MemoryView
+from projections.notes import NotesView
+from projections.patrol_runs import PatrolRunsView
+from projections.queries import ReadModels
+from projections.sql import ViewDatabase
+from services.config import Settings
+from services.errors import ConsistencyTimeout, NotFound
+
+log = structlog.get_logger("engram.views")
+
+
+def _split_schema(url: str) -> tuple[str, str | None]:
+    parsed = urlparse(url)
+    schema = parse_qs(parsed.query).get("schema", [None])[0]
+    return urlunparse(parsed._replace(query="")), schema
+
+
+class Views:
+    def __init__(
+        self,
+        settings: Settings,
+        source: EventSource,
+        extra: Iterable[Projection] = (),
+    ) -> None:
+        self.settings = settings
+        self.source = source
+        self.projections: dict[str, Projection] = {
+            p.name: p for p in (BeingsView(), NotesView(), MemoryView(), PatrolRunsView(), *extra)
+        }
+        self._pg: Any = None
+        self._conninfo: str | None = None
+        self.dbs: dict[str, ViewDatabase] = {}
+        if settings.database_url is not None:
+            from adapters.views.postgres_db import PostgresViews
+
+            self._conninfo, schema = _split_schema(settings.database_url.get_secret_value())
+            self._pg = PostgresViews(self._conninfo, schema=schema)
+            for name in self.projections:
+                self.dbs[name] = self._pg.database(name)
+        else:
+            from adapters.views.sqlite_db import SQLiteViewDatabase
+
+            for name in self.projections:
+                self.dbs[name] = SQLiteViewDatabase(self._dir / f"{name}.sqlite3", name)
+        for name, projection in self.projections.items():
+            engine.initialise(self.dbs[name], projection)
+
+    @property
+    def read(self) -> ReadModels:
+        """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
+        return ReadModels(self.dbs, self.projections)
+
+    @property
+    def _dir(self) -> Path:
+        return self.settings.data_dir / "views"
+
+    def names(self) -> list[str]:
+        return list(self.projections)
+
+    def _check(self, name: str) -> None:
+        if name not in self.projections:
+            raise NotFound(f"no projection named {name!r}; projections are {', '.join(self.projections)}")
+
+    def lock(self, name: str, purpose: str = "process") -> Lock:
+        self._check(name)
+        if self._conninfo is not None:
+            schema = (
+                _split_schema(self.settings.database_url.get_secret_value())[1]
+                if self.settings.database_url
+                else None
+            )
+            return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{purpose}:{name}")
+        return FileLock(self._dir / f"{name}.{purpose}.lock")
+
+    # -- reading consistently -------------------------------------------------------------------
+
+    def positions(self, names: Iterable[str] | None = None) -> dict[str, int]:
+        return {n: engine.status(self.dbs[n], self.projections[n]).position for n in (names or self.names())}
+
+    def ensure(self, position: int | None = None, names: Iterable[str] | None = None) -> None:
+        """Make sure the views reached `position` (default: the head).
+
+        Catches up in-process when no worker holds the view's lock, else waits for the worker.
+        """
+        target = self.source.head() if position is None else position
+        for name in names or self.names():
+            db, projection = self.dbs[name], self.projections[name]
+            if engine.status(db, projection).position >= target:
+                continue
+            lock = self.lock(name)
+            if lock.try_acquire():
+                try:
+                    engine.catch_up(
+                        db, projection, self.source, until=target, limit=self.settings.projection_batch_size
+                    )
+                finally:
+                    lock.release()
+            else:
+                self.wait_for(target, [name])
+
+    def wait_for(
+        self, position: int, names: Iterable[str] | None = None, timeout: float | None = None
+    ) -> None:
+        deadline = time.monotonic() + (self.settings.consistency_timeout_s if timeout is None else timeout)
+        pending = list(names or self.names())
+        delay = 0.005
+        while pending:
+            pending = [
+                n for n in pending if engine.status(self.dbs[n], self.projections[n]).position < position
+            ]
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                raise ConsistencyTimeout(
+                    f"views {', '.join(pending)} did not reach log position {position} in time; "
+                    "is `engram worker` running and healthy? (`engram projections status`)",
+                    position=position,
+                    views=pending,
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+
+    # -- admin ----------------------------------------------------------------------------------
+
+    def status(self) -> list[dict[str, Any]]:
+        head = self.source.head()
+        out = []
+        for name in self.names():
+            st = engine.status(self.dbs[name], self.projections[name])
+            row = asdict(st)
+            row.update(head=head, lag=max(0, head - st.position), needs_rebuild=st.needs_rebuild)
+            out.append(row)
+        return out
+
+    def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
+        self._check(name)
+        lock = self.lock(name, "rebuild")
+        if not lock.try_acquire():
+            from services.errors import Conflict
+
+            raise Conflict(f"a rebuild of {name} is already running")
+        try:
+            return engine.rebuild(
+                self.dbs[name],
+                self.projections[name],
+                self.source,
+                limit=self.settings.projection_batch_size,
+                progress=progress,
+            )
+        finally:
+            lock.release()
+
+    def close(self) -> None:
+        for db in self.dbs.values():
+            db.close()
+        if self._pg is not None:
+            self._pg.close()
