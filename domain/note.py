@@ -91,6 +91,18 @@ class Note(BeingScopedAggregate):
             note.repaired_scene = self.scene
             note.parse_status = ParseStatus.PENDING
             note.parse_error = None
+            note.repair_attempts += 1
+
+    class RepairRejected(Event):
+        """A repair was attempted and failed; the note stays failed, and is not sent again."""
+
+        TOPIC = "engram.Note.RepairRejected"
+        class_version = 1
+        reason: str
+        model: str
+
+        def apply(self, note: Note) -> None:
+            note.repair_attempts += 1
 
     class Processed(Event):
         TOPIC = "engram.Note.Processed"
@@ -149,6 +161,7 @@ class Note(BeingScopedAggregate):
         )
         self.parse_error: str | None = None
         self.repaired_scene: dict[str, Any] | None = None
+        self.repair_attempts = 0
         self.node_id: UUID | None = None
 
     @classmethod
@@ -230,6 +243,11 @@ class Note(BeingScopedAggregate):
         if self.parse_status != ParseStatus.FAILED:
             raise InvalidTransition("only a note that failed to parse is repaired")
         self._emit(self.Repaired, at, scene=scene.model_dump(mode="json", exclude_none=True), model=model)
+
+    def reject_repair(self, reason: str, model: str, at: datetime) -> None:
+        if self.parse_status != ParseStatus.FAILED:
+            raise InvalidTransition("only a note that failed to parse is repaired")
+        self._emit(self.RepairRejected, at, reason=reason, model=model)
 
     def mark_processed(self, node_id: UUID, at: datetime) -> None:
         self._require_scene_awaiting()

@@ -50,6 +50,7 @@ class Batch:
     conn: ViewConnection
     caches: dict[str, RowCache]
     generation: int
+    active: bool
     position: int = 0
 
     def __getattr__(self, name: str) -> RowCache:
@@ -99,13 +100,17 @@ class Projection(ABC):
                 handler(self, batch, event)
 
     def before_commit(self, batch: Batch) -> None:
-        """Called after the rows are flushed, before the transaction commits (e.g. to write to Qdrant)."""
+        """Called after the handlers, before dirty rows are written and the transaction commits.
 
-    def after_switch(self, db: ViewDatabase, generation: int) -> None:
-        """Called when `generation` became active (e.g. to move an alias)."""
+        The place to write outside SQL (the vector index): if it fails, the transaction rolls back and
+        the tracking position does not move.
+        """
 
-    def drop_generation_extras(self, generation: int) -> None:
-        """Drop what a generation holds outside SQL (e.g. vector collections)."""
+    def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        """Called inside the transaction that made `generation` active (e.g. to move aliases)."""
+
+    def drop_generation_extras(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        """Drop what a generation holds outside SQL (e.g. vector collections), before its tables go."""
 
 
 def handles(*event_types: type) -> Callable[[Handler], Handler]:
@@ -215,6 +220,8 @@ def _apply_batch(
     source: EventSource,
     generation: int,
     limit: int,
+    *,
+    active: bool = True,
 ) -> tuple[int, int]:
     """Apply up to `limit` events after the generation's position; return (events seen, new position)."""
     _, tracking = _meta(db)
@@ -228,11 +235,11 @@ def _apply_batch(
     new_position = head if len(notes) < limit else notes[-1].id
     events = [(n.id, source.decode(n)) for n in notes]
     caches = {spec.name: RowCache(spec, db.table(spec.name, generation)) for spec in projection.tables}
-    batch = Batch(conn=conn, caches=caches, generation=generation)
+    batch = Batch(conn=conn, caches=caches, generation=generation, active=active)
     projection.apply(batch, events)
+    projection.before_commit(batch)
     for cache in caches.values():
         cache.flush(conn)
-    projection.before_commit(batch)
     conn.execute(
         f"UPDATE {tracking} SET position = ?, updated_at = ? WHERE generation = ?",
         [new_position, time.time(), generation],
@@ -304,7 +311,7 @@ def rebuild(
                 # Last stretch: apply what is left and switch in one transaction, so that no event
                 # slips between the rebuilt view and the live runner.
                 while True:
-                    count, position = _apply_batch(db, conn, projection, source, new, limit)
+                    count, position = _apply_batch(db, conn, projection, source, new, limit, active=False)
                     done += count
                     if position >= source.head():
                         break
@@ -313,9 +320,9 @@ def rebuild(
                     f"UPDATE {meta} SET active_generation = ?, schema_version = ? WHERE name = ?",
                     [new, projection.schema_version, projection.name],
                 )
-                projection.after_switch(db, new)
+                projection.after_switch(db, conn, new)
                 break
-            count, position = _apply_batch(db, conn, projection, source, new, limit)
+            count, position = _apply_batch(db, conn, projection, source, new, limit, active=False)
         done += count
         if progress:
             progress(position, head)
@@ -329,16 +336,11 @@ def rebuild(
 def drop_generations(db: ViewDatabase, projection: Projection, *, keep: int) -> None:
     _, tracking = _meta(db)
     with db.write() as conn:
-        old = [
-            int(r["generation"])
-            for r in conn.query(f"SELECT generation FROM {tracking}")
-            if int(r["generation"]) != keep
-        ]
-        for generation in old:
+        old = [int(r["generation"]) for r in conn.query(f"SELECT generation FROM {tracking}")]
+        for generation in (g for g in old if g != keep):
+            projection.drop_generation_extras(db, conn, generation)
             projection.drop_schema(db, conn, generation)
             conn.execute(f"DELETE FROM {tracking} WHERE generation = ?", [generation])
-    for generation in old:
-        projection.drop_generation_extras(generation)
 
 
 def read_tables(conn: ViewConnection, db: ViewDatabase, projection: Projection) -> dict[str, str]:

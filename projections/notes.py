@@ -20,6 +20,7 @@ NOTES = TableSpec(
         "parse_status": "text",
         "parse_error": "text",
         "repaired": "bool",
+        "repair_attempts": "int",
         "idempotency_key": "text",
         "source_ref": "text",
         "node_id": "id",
@@ -66,6 +67,7 @@ class NotesView(Projection):
                 ).value,
                 "parse_error": None,
                 "repaired": False,
+                "repair_attempts": 0,
                 "idempotency_key": e.idempotency_key,
                 "source_ref": e.source_ref,
                 "node_id": None,
@@ -79,9 +81,24 @@ class NotesView(Projection):
     def _failed(self, batch: Batch, e: Note.ParseFailed) -> None:
         self._update(batch, e, parse_status=ParseStatus.FAILED.value, parse_error=e.reason)
 
+    def _attempted(self, batch: Batch, e: Any) -> int:
+        row = batch.notes.get(batch.conn, str(e.originator_id))
+        return int(row["repair_attempts"] if row else 0) + 1
+
     @handles(Note.Repaired)
     def _repaired(self, batch: Batch, e: Note.Repaired) -> None:
-        self._update(batch, e, parse_status=ParseStatus.PENDING.value, parse_error=None, repaired=True)
+        self._update(
+            batch,
+            e,
+            parse_status=ParseStatus.PENDING.value,
+            parse_error=None,
+            repaired=True,
+            repair_attempts=self._attempted(batch, e),
+        )
+
+    @handles(Note.RepairRejected)
+    def _repair_rejected(self, batch: Batch, e: Note.RepairRejected) -> None:
+        self._update(batch, e, repair_attempts=self._attempted(batch, e))
 
     @handles(Note.Processed)
     def _processed(self, batch: Batch, e: Note.Processed) -> None:

@@ -10,13 +10,17 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import numpy as np
+import numpy.typing as npt
+
 from projections import engine
 from projections.beings import BEINGS, DIARY
 from projections.memory import CLUSTERS, NODES
 from projections.notes import NOTES
 from projections.patrol_runs import RUNS
-from projections.sql import ViewDatabase
+from projections.sql import ViewDatabase, chunks
 from projections.tables import TableSpec
+from projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
 
@@ -77,6 +81,7 @@ class ReadModels:
         cluster_id: UUID | None = None,
         fresh: bool | None = None,
         ids: Sequence[UUID] | None = None,
+        created_since: str | None = None,
         order: str = "created_at",
         limit: int | None = None,
     ) -> list[Row]:
@@ -96,6 +101,9 @@ class ReadModels:
                 return []
             where.append(f"id IN ({', '.join('?' for _ in ids)})")
             params += [str(i) for i in ids]
+        if created_since is not None:
+            where.append("created_at >= ?")
+            params.append(created_since)
         order_by = {"created_at": "created_at, id", "recent": "last_activated_at DESC, id"}[order]
         tail = f"ORDER BY {order_by}" + (f" LIMIT {int(limit)}" if limit else "")
         return [_decode_node(r) for r in self._select("memory", NODES, " AND ".join(where), params, tail)]
@@ -129,6 +137,28 @@ class ReadModels:
     def clusters(self, being_id: UUID) -> list[Row]:
         return self._select(
             "memory", CLUSTERS, "being_id = ?", [str(being_id)], "ORDER BY is_root DESC, created_at, id"
+        )
+
+    def node_vectors(self, being_id: UUID, ids: Sequence[UUID | str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The vectors of embedded nodes, from the vector view's SQL copy (no index round trip)."""
+        out: dict[str, npt.NDArray[np.float32]] = {}
+        for part in chunks([str(i) for i in ids], 500):
+            marks = ", ".join("?" for _ in part)
+            rows = self._select(
+                "vectors", VECTOR_NODES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part]
+            )
+            for r in rows:
+                if r["vector"] is not None:
+                    out[r["id"]] = np.frombuffer(r["vector"], dtype="<f4").astype(np.float32)
+        return out
+
+    def children(self, being_id: UUID, cluster_id: UUID | str) -> list[Row]:
+        return self._select(
+            "memory",
+            CLUSTERS,
+            "being_id = ? AND parent_id = ? AND id <> parent_id",
+            [str(being_id), str(cluster_id)],
+            "ORDER BY created_at, id",
         )
 
     # -- notes ----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from services.audit import AuditQueries
 from services.beings import BeingCommands
@@ -20,6 +20,9 @@ from services.ports import LLM, Clock, Embedder, IdFactory
 from services.runner import CommandRunner
 from services.store import AggregateStore
 from services.views import Views
+
+if TYPE_CHECKING:
+    from services.patrol.run import PatrolReport
 
 
 @dataclass
@@ -73,6 +76,12 @@ class Engram:
 
             self._llm = build_llm(self.settings)
         return self._llm
+
+    def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport:
+        """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only."""
+        from services.patrol.run import Patrol
+
+        return Patrol(self, llm=llm).run(being, dry_run=dry_run)
 
     def close(self) -> None:
         if "views" in self.__dict__:

@@ -25,6 +25,8 @@ from projections.notes import NotesView
 from projections.patrol_runs import PatrolRunsView
 from projections.queries import ReadModels
 from projections.sql import ViewDatabase
+from projections.vector_index import VectorIndex
+from projections.vectors import VectorQueries, VectorsView
 from services.config import Settings
 from services.errors import ConsistencyTimeout, NotFound
 
@@ -46,8 +48,10 @@ class Views:
     ) -> None:
         self.settings = settings
         self.source = source
+        self.vectors_view = VectorsView(self._open_vector_index)
         self.projections: dict[str, Projection] = {
-            p.name: p for p in (BeingsView(), NotesView(), MemoryView(), PatrolRunsView(), *extra)
+            p.name: p
+            for p in (BeingsView(), NotesView(), MemoryView(), PatrolRunsView(), self.vectors_view, *extra)
         }
         self._pg: Any = None
         self._conninfo: str | None = None
@@ -66,6 +70,20 @@ class Views:
                 self.dbs[name] = SQLiteViewDatabase(self._dir / f"{name}.sqlite3", name)
         for name, projection in self.projections.items():
             engine.initialise(self.dbs[name], projection)
+
+    def _open_vector_index(self) -> VectorIndex:
+        from adapters.vectors import build_vector_index
+
+        return build_vector_index(self.settings, self.settings.data_dir)
+
+    @property
+    def vector_index(self) -> VectorIndex:
+        return self.vectors_view.index
+
+    @property
+    def vectors(self) -> VectorQueries:
+        """Searches on the vector collections (call `ensure()` first to include recent writes)."""
+        return VectorQueries(self.vectors_view.index)
 
     @property
     def read(self) -> ReadModels:
@@ -93,6 +111,17 @@ class Views:
             )
             return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{purpose}:{name}")
         return FileLock(self._dir / f"{name}.{purpose}.lock")
+
+    def named_lock(self, key: str) -> Lock:
+        """A process-wide exclusive lock for `key` (e.g. one patrol per being)."""
+        if self._conninfo is not None:
+            schema = (
+                _split_schema(self.settings.database_url.get_secret_value())[1]
+                if self.settings.database_url
+                else None
+            )
+            return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{key}")
+        return FileLock(self.settings.data_dir / "locks" / f"{key.replace(':', '-')}.lock")
 
     # -- reading consistently -------------------------------------------------------------------
 
@@ -173,6 +202,8 @@ class Views:
             lock.release()
 
     def close(self) -> None:
+        if self.vectors_view._index is not None:
+            self.vectors_view._index.close()
         for db in self.dbs.values():
             db.close()
         if self._pg is not None:

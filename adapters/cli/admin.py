@@ -70,6 +70,26 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             for r in results:
                 click.echo(f"rebuilt {r['projection']}: now serving generation {r['generation']}")
 
+    @cli.command("patrol")
+    @click.argument("being_ref", metavar="BEING")
+    @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+    @command
+    def patrol(ctx: Any, being_ref: str, dry_run: bool, *, as_json: bool) -> None:
+        """Run (or resume) a patrol of BEING: notes become nodes, decay, consolidation, clusters."""
+        report = ctx.engram.patrol(being_ref, dry_run=dry_run)
+        if as_json:
+            emit_json(report.as_dict())
+            return
+        title = "dry run of" if report.dry_run else ("resumed" if report.resumed else "patrol of")
+        click.echo(
+            f"{title} {report.being}, cycle {report.cycle}, LLM: {report.llm or 'none (mechanical only)'}"
+        )
+        for s in report.steps:
+            counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items())
+            extra = f" — {s['reason']}" if s.get("reason") else ""
+            took = f" ({s['duration_ms']:.0f} ms)" if s.get("duration_ms") is not None else ""
+            click.echo(f"  {s['step']:<18} {s.get('state', ''):<10} {counts}{extra}{took}")
+
     @cli.command("worker")
     @click.option("--once", is_flag=True, help="Catch every projection up and exit.")
     @command

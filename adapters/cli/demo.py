@@ -26,6 +26,30 @@ def _demo_scenes() -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def cluster_tree(engram: Any, being_id: str) -> list[str]:
+    """Roots, their sub-clusters and a few member actions, as indented lines."""
+    from uuid import UUID
+
+    read = engram.views.read
+    clusters = read.clusters(UUID(being_id))
+    lines: list[str] = []
+
+    def show(cluster: dict[str, Any], depth: int) -> None:
+        pad = "  " * depth
+        lines.append(
+            f"{pad}{cluster['name']}  ({cluster['active_count']} active / {cluster['total_count']} nodes)"
+        )
+        for node in read.nodes(UUID(being_id), cluster_id=UUID(cluster["id"]), limit=4):
+            lines.append(f"{pad}    · {node['action'][:70]}")
+        for child in clusters:
+            if child["parent_id"] == cluster["id"] and child["id"] != cluster["id"]:
+                show(child, depth + 1)
+
+    for root in (c for c in clusters if c["is_root"]):
+        show(root, 1)
+    return lines
+
+
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @cli.command("demo")
     @command
@@ -74,7 +98,17 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         say(f"\nlast {len(recent)} events of {DEMO_BEING} in the log:")
         for e in recent:
             say(f"  #{e['position']:<5} {e['type']:<28} {e['aggregate_id']}")
-        say("\nnext: engram log --being Aria · engram history being Aria · engram show note <id> --as-of 1")
+        report = engram.patrol(DEMO_BEING)
+        say(f"\npatrol, cycle {report.cycle} (LLM: {report.llm or 'none, mechanical steps only'}):")
+        for step in report.steps:
+            counts = ", ".join(f"{k} {v}" for k, v in (step.get("counts") or {}).items())
+            say(f"  {step['step']:<18} {step.get('state', '')} {counts or step.get('reason') or ''}")
+        being_id = engram.views.read.being_by_name(DEMO_BEING)["id"]
+        tree = cluster_tree(engram, being_id)
+        say("\nclusters:")
+        for line in tree:
+            say(line)
+        say("\nnext: engram log --being Aria · engram history being Aria · engram patrol Aria --dry-run")
         if as_json:
             from adapters.cli.output import emit_json
 

@@ -1,0 +1,40 @@
+"""`VectorIndex` adapters (the `projections.vector_index.VectorIndex` port) and their factory.
+
+- `EdgeVectorIndex`: Qdrant Edge in-process, files under the data directory (the default);
+- `QdrantVectorIndex`: a Qdrant server through `qdrant-client` (or its local mode, tests only).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from adapters.vectors.edge import EdgeVectorIndex
+from adapters.vectors.qdrant_server import QdrantVectorIndex
+from projections.vector_index import VectorIndex
+
+__all__ = ["EdgeVectorIndex", "QdrantVectorIndex", "build_vector_index"]
+
+
+def _secret(value: Any) -> str | None:
+    # Accepts a pydantic SecretStr (how Settings holds keys) or a plain str.
+    if value is None:
+        return None
+    getter = getattr(value, "get_secret_value", None)
+    text = str(getter() if callable(getter) else value)
+    return text or None
+
+
+def build_vector_index(settings: Any, data_dir: Path) -> VectorIndex:
+    """A Qdrant server when `settings.qdrant_url` is set (`ENGRAM_QDRANT_URL`, with
+    `ENGRAM_QDRANT_API_KEY`), else Qdrant Edge under `data_dir/vectors`.
+
+    The settings are read with getattr so that this works before `Settings` declares
+    `qdrant_url` / `qdrant_api_key`.
+    """
+    url = getattr(settings, "qdrant_url", None)
+    if url:
+        return QdrantVectorIndex.from_url(
+            str(url), api_key=_secret(getattr(settings, "qdrant_api_key", None))
+        )
+    return EdgeVectorIndex(Path(data_dir) / "vectors")

@@ -1,0 +1,391 @@
+"""The vector projection: node points and cluster centroids in the `VectorIndex`, one set per embedding model.
+
+- Node collection `engram_nodes__<model>`: one point per embedded node, id = node id, payload
+  `being_id`, `status`, `cluster_id`, `fresh`, `pinned`, `position` (the log position that produced it).
+- Centroid collection `engram_centroids__<model>`: one point per cluster with active embedded nodes,
+  id = cluster id, the mean of those vectors, payload `being_id`, `parent_id`, `is_root`, `count`,
+  `position`. The mean comes from a running float64 sum and count per cluster, kept in SQL in the same
+  transaction as the tracking position: a node joining or leaving changes one sum, never a recomputation.
+
+Names are aliases; each generation writes its own collections (`…__g3`), so a rebuild fills new ones and
+switches the aliases. Qdrant is written in `before_commit`: the SQL tracking position advances only after
+the index acknowledged, and a replay after a crash rewrites the same full states (idempotent, monotonic).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+
+from domain.cluster import Cluster
+from domain.node import MemoryNode, NodeStatus
+from projections.engine import Batch, Projection, handles
+from projections.sql import ViewConnection, ViewDatabase
+from projections.tables import Index, TableSpec
+from projections.vector_index import SearchFilter, VectorIndex, VectorPoint
+
+VECTOR_NODES = TableSpec(
+    name="vector_nodes",
+    columns={
+        "id": "id",
+        "being_id": "id",
+        "cluster_id": "id",
+        "status": "text",
+        "fresh": "bool",
+        "pinned": "bool",
+        "model": "text",
+        "vector": "blob",  # float32, little-endian
+        "position": "int",
+    },
+    indexes=(Index("being", ("being_id", "cluster_id")),),
+)
+
+VECTOR_CLUSTERS = TableSpec(
+    name="vector_clusters",
+    columns={"id": "id", "being_id": "id", "parent_id": "id", "is_root": "bool", "position": "int"},
+)
+
+CENTROIDS = TableSpec(
+    name="centroids",
+    columns={
+        "id": "text",  # cluster id + ":" + model
+        "cluster_id": "id",
+        "being_id": "id",
+        "model": "text",
+        "dim": "int",
+        "sum": "blob",  # float64 running sum of the active nodes' vectors
+        "count": "int",
+        "position": "int",
+    },
+    indexes=(Index("cluster", ("cluster_id",)),),
+)
+
+COLLECTIONS = TableSpec(
+    name="collections", columns={"id": "text", "kind": "text", "model": "text", "dim": "int"}
+)
+
+
+def model_slug(model: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")
+
+
+def nodes_alias(model: str) -> str:
+    return f"engram_nodes__{model_slug(model)}"
+
+
+def centroids_alias(model: str) -> str:
+    return f"engram_centroids__{model_slug(model)}"
+
+
+def _f32(blob: bytes) -> np.ndarray[Any, np.dtype[np.float32]]:
+    return np.frombuffer(blob, dtype="<f4").astype(np.float32)
+
+
+class VectorsView(Projection):
+    name = "vectors"
+    schema_version = 1
+    tables = (VECTOR_NODES, VECTOR_CLUSTERS, CENTROIDS, COLLECTIONS)
+
+    def __init__(self, index_factory: Callable[[], VectorIndex]) -> None:
+        self._factory = index_factory
+        self._index: VectorIndex | None = None
+
+    @property
+    def index(self) -> VectorIndex:
+        if self._index is None:
+            self._index = self._factory()
+        return self._index
+
+    # -- batch plumbing -------------------------------------------------------------------------
+
+    def prefetch(self, batch: Batch, events: Any) -> None:
+        node_ids = [str(e.originator_id) for e in events if isinstance(e, MemoryNode.Event)]
+        batch.vector_nodes.prefetch(batch.conn, node_ids)
+        cluster_ids = [str(e.originator_id) for e in events if isinstance(e, Cluster.Event)]
+        cluster_ids += [str(e.cluster_id) for e in events if isinstance(e, MemoryNode.MovedToCluster)]
+        cluster_ids += [str(r["cluster_id"]) for r in batch.vector_nodes.rows.values() if r is not None]
+        batch.vector_clusters.prefetch(batch.conn, cluster_ids)
+        models = {r["model"] for r in batch.vector_nodes.rows.values() if r and r["model"]}
+        models |= {e.embedding.model for e in events if isinstance(e, MemoryNode.Embedded)}
+        batch.centroids.prefetch(batch.conn, [f"{c}:{m}" for c in cluster_ids for m in models])
+        batch.collections.prefetch(batch.conn, [f"{k}:{m}" for k in ("nodes", "centroids") for m in models])
+
+    def _contribution(self, row: dict[str, Any] | None) -> tuple[str, str] | None:
+        """(cluster, model) whose centroid this node counts in, or None."""
+        if row is None or row["vector"] is None or row["status"] != NodeStatus.ACTIVE:
+            return None
+        return row["cluster_id"], row["model"]
+
+    def _adjust(self, batch: Batch, key: tuple[str, str], vector: np.ndarray[Any, Any], sign: int) -> None:
+        cluster_id, model = key
+        cid = f"{cluster_id}:{model}"
+        row = batch.centroids.get(batch.conn, cid)
+        if row is None:
+            cluster = batch.vector_clusters.get(batch.conn, cluster_id)
+            if cluster is None:
+                return
+            row = {
+                "id": cid,
+                "cluster_id": cluster_id,
+                "being_id": cluster["being_id"],
+                "model": model,
+                "dim": len(vector),
+                "sum": np.zeros(len(vector), dtype="<f8").tobytes(),
+                "count": 0,
+            }
+        total = np.frombuffer(row["sum"], dtype="<f8") + sign * vector.astype("<f8")
+        row["sum"] = total.astype("<f8").tobytes()
+        row["count"] += sign
+        row["position"] = batch.position
+        batch.centroids.put(row)
+
+    def _change(self, batch: Batch, event: Any, change: Callable[[dict[str, Any]], None]) -> None:
+        row = batch.vector_nodes.get(batch.conn, str(event.originator_id))
+        if row is None:
+            raise LookupError(
+                f"vectors view: event {type(event).__qualname__} for unknown node {event.originator_id}"
+            )
+        before = self._contribution(row)
+        change(row)
+        after = self._contribution(row)
+        if before != after:
+            vector = _f32(row["vector"])
+            if before is not None:
+                self._adjust(batch, before, vector, -1)
+            if after is not None:
+                self._adjust(batch, after, vector, +1)
+        row["position"] = batch.position
+        batch.vector_nodes.put(row)
+
+    # -- handlers -------------------------------------------------------------------------------
+
+    @handles(Cluster.Created)
+    def _cluster_created(self, batch: Batch, e: Cluster.Created) -> None:
+        batch.vector_clusters.put(
+            {
+                "id": str(e.originator_id),
+                "being_id": str(e.being_id),
+                "parent_id": str(e.parent_id or e.originator_id),
+                "is_root": e.is_root,
+                "position": batch.position,
+            }
+        )
+
+    @handles(Cluster.Deleted)
+    def _cluster_deleted(self, batch: Batch, e: Cluster.Deleted) -> None:
+        batch.vector_clusters.delete(str(e.originator_id))
+        for key, row in list(batch.centroids.rows.items()):
+            if row is not None and row["cluster_id"] == str(e.originator_id):
+                batch.centroids.delete(key)
+        for row in batch.conn.query(
+            f"SELECT id FROM {batch.centroids.physical} WHERE cluster_id = ?", [str(e.originator_id)]
+        ):
+            batch.centroids.delete(row["id"])
+
+    @handles(MemoryNode.Created)
+    def _created(self, batch: Batch, e: MemoryNode.Created) -> None:
+        batch.vector_nodes.put(
+            {
+                "id": str(e.originator_id),
+                "being_id": str(e.being_id),
+                "cluster_id": str(e.cluster_id),
+                "status": NodeStatus.ACTIVE.value,
+                "fresh": True,
+                "pinned": False,
+                "model": None,
+                "vector": None,
+                "position": batch.position,
+            }
+        )
+
+    @handles(MemoryNode.Embedded)
+    def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
+        def change(row: dict[str, Any]) -> None:
+            # Re-embedding with the same model replaces the vector: take the old one out first.
+            if row["vector"] is not None and row["status"] == NodeStatus.ACTIVE:
+                self._adjust(batch, (row["cluster_id"], row["model"]), _f32(row["vector"]), -1)
+                row["vector"] = None
+            row["model"] = e.embedding.model
+            row["vector"] = e.embedding.data
+
+        self._change(batch, e, change)
+
+    @handles(MemoryNode.MovedToCluster)
+    def _moved(self, batch: Batch, e: MemoryNode.MovedToCluster) -> None:
+        self._change(batch, e, lambda r: r.update(cluster_id=str(e.cluster_id)))
+
+    @handles(MemoryNode.Pinned)
+    def _pinned(self, batch: Batch, e: MemoryNode.Pinned) -> None:
+        def change(r: dict[str, Any]) -> None:
+            r["pinned"] = True
+            if r["status"] == NodeStatus.DYING:
+                r["status"] = NodeStatus.ACTIVE.value
+
+        self._change(batch, e, change)
+
+    @handles(MemoryNode.Unpinned)
+    def _unpinned(self, batch: Batch, e: MemoryNode.Unpinned) -> None:
+        self._change(batch, e, lambda r: r.update(pinned=False))
+
+    @handles(MemoryNode.FlaggedDying)
+    def _dying(self, batch: Batch, e: MemoryNode.FlaggedDying) -> None:
+        self._change(batch, e, lambda r: r.update(status=NodeStatus.DYING.value))
+
+    @handles(MemoryNode.MadeDead, MemoryNode.Absorbed)
+    def _dead(self, batch: Batch, e: Any) -> None:
+        self._change(
+            batch,
+            e,
+            lambda r: r.update(
+                status=NodeStatus.DEAD.value,
+                fresh=False if isinstance(e, MemoryNode.Absorbed) else r["fresh"],
+            ),
+        )
+
+    @handles(MemoryNode.AbsorbedNodes, MemoryNode.FreshnessCleared)
+    def _unfresh(self, batch: Batch, e: Any) -> None:
+        self._change(batch, e, lambda r: r.update(fresh=False))
+
+    @handles(MemoryNode.Reactivated)
+    def _reactivated(self, batch: Batch, e: MemoryNode.Reactivated) -> None:
+        def change(r: dict[str, Any]) -> None:
+            if r["status"] == NodeStatus.DYING:
+                r["status"] = NodeStatus.ACTIVE.value
+
+        self._change(batch, e, change)
+
+    @handles(MemoryNode.Revived)
+    def _revived(self, batch: Batch, e: MemoryNode.Revived) -> None:
+        self._change(batch, e, lambda r: r.update(status=NodeStatus.ACTIVE.value))
+
+    # -- writing to the index -------------------------------------------------------------------
+
+    def _collection(self, batch: Batch, kind: str, model: str, dim: int) -> str:
+        """The collection of this generation for (kind, model), created on first use."""
+        name = f"engram_{kind}__{model_slug(model)}__g{batch.generation}"
+        key = f"{kind}:{model}"
+        if batch.collections.get(batch.conn, key) is None:
+            self.index.ensure_collection(name, dim)
+            batch.collections.put({"id": key, "kind": kind, "model": model, "dim": dim})
+            if batch.active:
+                self.index.set_alias(_alias(kind, model), name)
+        return name
+
+    def before_commit(self, batch: Batch) -> None:
+        points: dict[str, list[VectorPoint]] = {}
+        for key in batch.vector_nodes.dirty:
+            row = batch.vector_nodes.rows[key]
+            if row is None or row["vector"] is None:
+                continue
+            vector = _f32(row["vector"])
+            name = self._collection(batch, "nodes", row["model"], len(vector))
+            payload = {k: row[k] for k in ("being_id", "status", "cluster_id", "fresh", "pinned", "position")}
+            points.setdefault(name, []).append(VectorPoint(UUID(row["id"]), vector, payload))
+        removed: dict[str, list[UUID]] = {}
+        for key in batch.centroids.dirty:
+            row = batch.centroids.rows[key]
+            cluster_id, model = key.split(":", 1)
+            if row is None or row["count"] <= 0:
+                existing = batch.collections.get(batch.conn, f"centroids:{model}")
+                if existing is not None:
+                    name = f"engram_centroids__{model_slug(model)}__g{batch.generation}"
+                    removed.setdefault(name, []).append(UUID(cluster_id))
+                continue
+            cluster = batch.vector_clusters.get(batch.conn, cluster_id)
+            if cluster is None:
+                continue
+            mean = (np.frombuffer(row["sum"], dtype="<f8") / row["count"]).astype(np.float32)
+            name = self._collection(batch, "centroids", model, len(mean))
+            payload = {
+                "being_id": row["being_id"],
+                "cluster_id": cluster_id,
+                "parent_id": cluster["parent_id"],
+                "is_root": cluster["is_root"],
+                "count": row["count"],
+                "position": row["position"],
+            }
+            points.setdefault(name, []).append(VectorPoint(UUID(cluster_id), mean, payload))
+        for name, batch_points in points.items():
+            self.index.upsert(name, batch_points)
+        for name, ids in removed.items():
+            self.index.delete(name, ids)
+
+    def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        for row in conn.query(f"SELECT * FROM {db.table('collections', generation)}"):
+            name = f"engram_{row['kind']}__{model_slug(row['model'])}__g{generation}"
+            self.index.set_alias(_alias(row["kind"], row["model"]), name)
+
+    def drop_generation_extras(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        try:
+            rows = conn.query(f"SELECT * FROM {db.table('collections', generation)}")
+        except Exception:  # the generation never got as far as creating its tables
+            return
+        for row in rows:
+            self.index.drop_collection(f"engram_{row['kind']}__{model_slug(row['model'])}__g{generation}")
+
+
+def _alias(kind: str, model: str) -> str:
+    return nodes_alias(model) if kind == "nodes" else centroids_alias(model)
+
+
+class VectorQueries:
+    """Searches on the vector collections; every one is scoped to a being."""
+
+    def __init__(self, index: VectorIndex) -> None:
+        self.index = index
+
+    def similar_nodes(
+        self,
+        being_id: UUID,
+        model: str,
+        vector: np.ndarray[Any, np.dtype[np.float32]],
+        limit: int,
+        *,
+        statuses: Sequence[str] | None = None,
+        cluster_ids: Sequence[str] | None = None,
+        exclude: Sequence[UUID] = (),
+        threshold: float | None = None,
+    ) -> list[tuple[UUID, float]]:
+        alias = nodes_alias(model)
+        if self.index.resolve_alias(alias) is None:
+            return []
+        where = SearchFilter(
+            statuses=frozenset(statuses) if statuses else None,
+            cluster_ids=frozenset(cluster_ids) if cluster_ids else None,
+            exclude_ids=frozenset(exclude),
+        )
+        hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
+        return [(h.id, h.score) for h in hits]
+
+    def similar_clusters(
+        self,
+        being_id: UUID,
+        model: str,
+        vector: np.ndarray[Any, np.dtype[np.float32]],
+        limit: int,
+        *,
+        exclude: Sequence[UUID] = (),
+        threshold: float | None = None,
+    ) -> list[tuple[UUID, float, dict[str, Any]]]:
+        alias = centroids_alias(model)
+        if self.index.resolve_alias(alias) is None:
+            return []
+        where = SearchFilter(exclude_ids=frozenset(exclude))
+        hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
+        return [(h.id, h.score, dict(h.payload)) for h in hits]
+
+    def centroid(
+        self, being_id: UUID, model: str, cluster_id: UUID
+    ) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+        alias = centroids_alias(model)
+        if self.index.resolve_alias(alias) is None:
+            return None
+        found = self.index.retrieve(alias, being_id, [cluster_id], with_vectors=True)
+        return found[0].vector if found and found[0].vector is not None else None
+
+
+__all__ = ["VectorQueries", "VectorsView", "centroids_alias", "model_slug", "nodes_alias"]

@@ -1,0 +1,1 @@
+"""The patrol process manager (spec 000, "Patrol Pipeline")."""

@@ -1,0 +1,76 @@
+"""What every patrol step works with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import numpy.typing as npt
+import structlog
+
+from domain.being import Being
+from domain.patrol_run import PatrolRun
+from projections.queries import ReadModels
+from projections.vectors import VectorQueries
+from services.ports import LLM, Clock, Embedder, IdFactory
+from services.store import AggregateStore
+from services.thresholds import Thresholds
+from services.views import Views
+
+log = structlog.get_logger("engram.patrol")
+
+SAVE_BATCH = 200
+EPS = 1e-9  # the vector port keeps scores strictly above a threshold; the spec says "≥"
+
+
+@dataclass
+class Skip:
+    reason: str
+
+
+@dataclass
+class StepContext:
+    store: AggregateStore
+    views: Views
+    embedder: Embedder
+    llm: LLM | None
+    clock: Clock
+    ids: IdFactory
+    thresholds: Thresholds
+    being_id: UUID
+    run_id: UUID
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def read(self) -> ReadModels:
+        return self.views.read
+
+    @property
+    def vectors(self) -> VectorQueries:
+        return self.views.vectors
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model_id
+
+    def being(self) -> Being:
+        return self.store.get(Being, self.being_id)
+
+    def run(self) -> PatrolRun:
+        return self.store.get(PatrolRun, self.run_id)
+
+    def save(self, *aggregates: Any) -> int | None:
+        """Save in one transaction, then let the views catch up: a step never reads older than its writes."""
+        position = self.store.save(*aggregates)
+        if position is not None:
+            self.views.ensure(position)
+        return position
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    @staticmethod
+    def vec(data: bytes) -> npt.NDArray[np.float32]:
+        return np.frombuffer(data, dtype="<f4").astype(np.float32)

@@ -1,0 +1,307 @@
+"""The steps that need no LLM: ❶ notes → nodes (with repair and classification when an LLM is there),
+sub-cluster birth, ❷ the cycle, ❸ flag dying, ❺ revive, ❼ small clusters."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from domain.cluster import Cluster
+from domain.errors import DomainError, InvalidScene
+from domain.ids import node_id_for_note
+from domain.node import MemoryNode
+from domain.note import Note
+from domain.patrol_run import PatrolStep
+from domain.scene import ParseFailure, SceneInput, validate_scene_object
+from projections.sql import chunks
+from services.patrol.asking import ask
+from services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
+from services.patrol.grouping import classify_root_fallback, fallback_cluster_name, mutual_group
+from services.patrol.prompts import (
+    ClassifyRoot,
+    NameCluster,
+    RepairScene,
+    classify_root_prompt,
+    name_cluster_prompt,
+    repair_prompt,
+)
+
+MAX_BIRTH_CANDIDATES = 20
+
+
+def _repair_failed_notes(ctx: StepContext) -> None:
+    """One LLM repair attempt per failed scene note; the repaired scene is recorded on the note."""
+    assert ctx.llm is not None
+    failed = [
+        n
+        for n in ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="failed")
+        if not n["repair_attempts"]
+    ]
+    for row in failed:
+        note = ctx.store.get(Note, UUID(row["id"]))
+        asked = ask(
+            ctx.llm, "repair_scene", repair_prompt(note.text, note.parse_error or ""), RepairScene, "fast"
+        )
+        if asked.transient:
+            log.warning("scene repair stopped: LLM unavailable", reason=asked.error)
+            ctx.count("repair_deferred", len(failed))
+            return
+        rejected: list[dict[str, Any]] = []
+        at = ctx.clock.now()
+        if asked.plan is not None:
+            try:
+                scene = validate_scene_object(asked.plan.model_dump(exclude_none=True))
+                note.repair(scene, asked.model, at)
+                ctx.count("repaired")
+            except InvalidScene as exc:
+                rejected.append({"item": asked.plan.model_dump(mode="json"), "reason": exc.message})
+        if note.parse_status == "failed":
+            note.reject_repair(asked.error or rejected[0]["reason"], asked.model, at)
+            ctx.count("repair_rejected")
+        run = ctx.run()
+        run.record_decision(
+            PatrolStep.NOTES_TO_NODES, "repair_scene", str(note.id), at=at, **asked.decision(rejected)
+        )
+        ctx.save(note, run)
+
+
+def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
+    """Spec ❶."""
+    if ctx.llm is not None:
+        _repair_failed_notes(ctx)
+    pending = ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="pending")
+    ctx.count("notes", len(pending))
+    if not pending:
+        return ctx.counts
+    being = ctx.being()
+    roots = {name: ctx.store.get(Cluster, cid) for name, cid in being.root_ids.items()}
+    items: list[tuple[Note, SceneInput]] = []
+    failures: list[Note] = []
+    for row in pending:
+        note = ctx.store.get(Note, UUID(row["id"]))
+        try:
+            parsed = note.scene_input()
+        except InvalidScene as exc:  # older notes, written before intake validated objects
+            parsed = ParseFailure(exc.message)
+        if isinstance(parsed, ParseFailure):
+            note.fail_parse(parsed.reason, ctx.clock.now())
+            failures.append(note)
+        else:
+            items.append((note, parsed))
+    if failures:
+        ctx.save(*failures)
+        ctx.count("parse_failed", len(failures))
+    if not items:
+        return ctx.counts
+    # Spec ❶.4: all new nodes' texts in one batched embedder call.
+    vectors = ctx.embedder.embed([scene.scene.embed_text(scene.feeling) for _, scene in items])
+    clusters: dict[str, Cluster] = {str(c.id): c for c in roots.values()}
+    exclude = [c.id for c in roots.values()]
+    for part in chunks(list(zip(items, vectors, strict=True)), SAVE_BATCH):
+        aggregates: list[Any] = []
+        decisions: list[tuple[str, dict[str, Any]]] = []
+        for (note, scene), vector in part:
+            hits = ctx.vectors.similar_clusters(
+                ctx.being_id,
+                vector.model,
+                ctx.vec(vector.data),
+                1,
+                exclude=exclude,
+                threshold=ctx.thresholds.cluster - EPS,
+            )
+            if hits:
+                cluster_id = str(hits[0][0])
+                ctx.count("assigned_to_subcluster")
+            else:
+                root = classify_root_fallback(scene.scene.action, scene.themes)
+                if ctx.llm is not None:
+                    asked = ask(
+                        ctx.llm,
+                        "classify_root",
+                        classify_root_prompt(scene.scene.action),
+                        ClassifyRoot,
+                        "fast",
+                    )
+                    if isinstance(asked.plan, ClassifyRoot):
+                        root = asked.plan.root
+                        ctx.count("llm_classified")
+                    decisions.append((str(note.id), asked.decision([])))
+                cluster_id = str(roots[root].id)
+                ctx.count("assigned_to_root")
+            if cluster_id not in clusters:
+                clusters[cluster_id] = ctx.store.get(Cluster, UUID(cluster_id))
+            at = ctx.clock.now()
+            node = MemoryNode.create(
+                node_id_for_note(note.id),
+                scene,
+                clusters[cluster_id],
+                being.cycle,
+                at,
+                source_note_id=note.id,
+                source_ref=note.source_ref,
+            )
+            node.embed(vector, at)
+            note.mark_processed(node.id, at)
+            aggregates += [node, note]
+        if decisions:
+            run = ctx.run()
+            for subject, decision in decisions:
+                run.record_decision(
+                    PatrolStep.NOTES_TO_NODES, "classify_root", subject, at=ctx.clock.now(), **decision
+                )
+            aggregates.append(run)
+        ctx.save(*aggregates)
+        ctx.count("nodes_created", len(part))
+    return ctx.counts
+
+
+def birth_subclusters(ctx: StepContext) -> dict[str, int] | Skip:
+    """ADR 0007: ≥ 3 mutually similar active nodes directly under a root become a sub-cluster.
+
+    Only nodes new in this patrol seed a search, so the step costs what changed, not the root's size.
+    """
+    since = ctx.run().created_on.isoformat()
+    being = ctx.being()
+    for root_id in being.root_ids.values():
+        seeds = ctx.read.nodes(ctx.being_id, statuses=["active"], cluster_id=root_id, created_since=since)
+        taken: set[str] = set()
+        for seed in seeds:
+            if seed["id"] in taken or seed["embedding_model"] is None:
+                continue
+            seed_vec = ctx.read.node_vectors(ctx.being_id, [seed["id"]]).get(seed["id"])
+            if seed_vec is None:
+                continue
+            hits = ctx.vectors.similar_nodes(
+                ctx.being_id,
+                seed["embedding_model"],
+                seed_vec,
+                MAX_BIRTH_CANDIDATES,
+                statuses=["active"],
+                cluster_ids=[str(root_id)],
+                exclude=[UUID(seed["id"])],
+                threshold=ctx.thresholds.cluster - EPS,
+            )
+            candidates = [str(h) for h, _ in hits if str(h) not in taken]
+            vectors = ctx.read.node_vectors(ctx.being_id, [seed["id"], *candidates])
+            group = mutual_group(seed["id"], candidates, vectors, ctx.thresholds.cluster)
+            if len(group) < 3:
+                continue
+            rows = ctx.read.nodes(ctx.being_id, ids=[UUID(g) for g in group])
+            name, decision = fallback_cluster_name(rows), None
+            if ctx.llm is not None:
+                asked = ask(ctx.llm, "name_cluster", name_cluster_prompt(rows), NameCluster, "fast")
+                if isinstance(asked.plan, NameCluster) and asked.plan.name.strip():
+                    name = asked.plan.name.strip()[:120]
+                decision = asked.decision([])
+            at = ctx.clock.now()
+            cluster = Cluster.create_sub(ctx.ids.new_id(), ctx.store.get(Cluster, root_id), name, at)
+            nodes = [ctx.store.get(MemoryNode, UUID(g), being_id=ctx.being_id) for g in group]
+            for node in nodes:
+                node.move_to(cluster, at)
+            aggregates: list[Any] = [cluster, *nodes]
+            if decision is not None:
+                run = ctx.run()
+                run.record_decision(
+                    PatrolStep.BIRTH_SUBCLUSTERS, "name_cluster", str(cluster.id), at=at, **decision
+                )
+                aggregates.append(run)
+            ctx.save(*aggregates)
+            taken |= set(group)
+            ctx.count("subclusters_born")
+            ctx.count("nodes_moved", len(group))
+    return ctx.counts
+
+
+def flag_dying(ctx: StepContext) -> dict[str, int] | Skip:
+    """Spec ❸, through the read model's (status, pinned, dying_cycle) index."""
+    cycle = ctx.being().cycle
+    candidates = ctx.read.dying_candidates(ctx.being_id, cycle)
+    for part in chunks(candidates, SAVE_BATCH):
+        nodes = []
+        for row in part:
+            node = ctx.store.get(MemoryNode, UUID(row["id"]), being_id=ctx.being_id)
+            try:
+                node.flag_dying(cycle, ctx.clock.now())
+            except DomainError as exc:  # the view lagged a concurrent change; the aggregate decides
+                log.info("not flagged", node_id=row["id"], reason=exc.message)
+                continue
+            nodes.append(node)
+        ctx.save(*nodes)
+        ctx.count("flagged_dying", len(nodes))
+    ctx.count("flagged_dying", 0)
+    return ctx.counts
+
+
+def revive(ctx: StepContext) -> dict[str, int] | Skip:
+    """Spec ❺: dead nodes read since they died whose effective importance is above 0.05 again."""
+    cycle = ctx.being().cycle
+    for part in chunks(ctx.read.revivable(ctx.being_id, cycle), SAVE_BATCH):
+        nodes = []
+        for row in part:
+            node = ctx.store.get(MemoryNode, UUID(row["id"]), being_id=ctx.being_id)
+            try:
+                node.revive(cycle, ctx.clock.now())
+            except DomainError as exc:
+                log.info("not revived", node_id=row["id"], reason=exc.message)
+                continue
+            nodes.append(node)
+        ctx.save(*nodes)
+        ctx.count("revived", len(nodes))
+    ctx.count("revived", 0)
+    return ctx.counts
+
+
+def merge_small_clusters(ctx: StepContext) -> dict[str, int] | Skip:
+    """Spec ❼, mechanically: sub-clusters with ≤ 2 active nodes join the most similar sibling, or the root."""
+    clusters = ctx.read.clusters(ctx.being_id)
+    by_id = {c["id"]: c for c in clusters}
+    gone: set[str] = set()
+    for small in [c for c in clusters if not c["is_root"] and c["active_count"] <= 2]:
+        if small["id"] in gone:
+            continue
+        has_children = any(c["parent_id"] == small["id"] and c["id"] not in gone for c in clusters)
+        at = ctx.clock.now()
+        source = ctx.store.get(Cluster, UUID(small["id"]))
+        if small["total_count"] == 0:
+            if not has_children:
+                source.delete("empty", at)
+                ctx.save(source)
+                gone.add(small["id"])
+                ctx.count("deleted_empty")
+            continue
+        target_id = small["parent_id"]
+        centroid = ctx.vectors.centroid(ctx.being_id, ctx.model, UUID(small["id"]))
+        if centroid is not None:
+            hits = ctx.vectors.similar_clusters(
+                ctx.being_id,
+                ctx.model,
+                centroid,
+                10,
+                exclude=[UUID(small["id"])],
+                threshold=ctx.thresholds.cluster,
+            )
+            for cluster_id, _score, payload in hits:
+                sibling = by_id.get(str(cluster_id))
+                if (
+                    sibling is not None
+                    and not sibling["is_root"]
+                    and str(cluster_id) not in gone
+                    and payload.get("parent_id") == small["parent_id"]
+                ):
+                    target_id = str(cluster_id)
+                    break
+        target = ctx.store.get(Cluster, UUID(target_id))
+        members = ctx.read.nodes(ctx.being_id, cluster_id=UUID(small["id"]))
+        aggregates: list[Any] = []
+        for row in members:
+            node = ctx.store.get(MemoryNode, UUID(row["id"]), being_id=ctx.being_id)
+            node.move_to(target, at)
+            aggregates.append(node)
+        if not has_children:
+            source.delete(f"merged into {target_id}", at)
+            aggregates.append(source)
+            gone.add(small["id"])
+        ctx.save(*aggregates)
+        ctx.count("merged_into_sibling" if target_id != small["parent_id"] else "merged_into_root")
+        ctx.count("nodes_moved", len(members))
+    return ctx.counts

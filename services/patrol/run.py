@@ -1,0 +1,246 @@
+"""The patrol process manager: reads the views, decides, commands the aggregates, records its progress.
+
+A patrol of one being is a `PatrolRun` (one per cycle). Killed at any point and started again, it
+continues the same cycle at its first unfinished step; every step is idempotent and every LLM
+decision is stored with its effects, so nothing is asked or applied twice. Two patrols of one being
+never interleave: the second fails fast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+import structlog
+
+from domain.being import Being
+from domain.ids import patrol_run_id
+from domain.patrol_run import PatrolRun, PatrolStep, StepState
+from services.beings import resolve_being
+from services.errors import Conflict
+from services.patrol import mechanical, with_llm
+from services.patrol.context import Skip, StepContext
+from services.ports import LLM
+from services.runner import correlation
+from services.thresholds import thresholds_for
+
+log = structlog.get_logger("engram.patrol")
+
+BYOK_MISSING = "[graph] BYOK key not set: skipping ❹❻ diary/think_md (mechanical processing only)"
+
+StepFn = Callable[[StepContext], "dict[str, int] | Skip"]
+
+STEPS: dict[PatrolStep, tuple[StepFn | None, bool]] = {
+    PatrolStep.NOTES_TO_NODES: (mechanical.notes_to_nodes, False),
+    PatrolStep.BIRTH_SUBCLUSTERS: (mechanical.birth_subclusters, False),
+    PatrolStep.START_CYCLE: (None, False),  # special: saved together with its StepFinished
+    PatrolStep.FLAG_DYING: (mechanical.flag_dying, False),
+    PatrolStep.CONSOLIDATE: (with_llm.consolidate, True),
+    PatrolStep.REVIVE: (mechanical.revive, False),
+    PatrolStep.SPLIT: (with_llm.split, True),
+    PatrolStep.MERGE_SMALL: (mechanical.merge_small_clusters, False),
+    PatrolStep.DIARY: (with_llm.diary, True),
+}
+
+
+class PatrolAlreadyRunning(Conflict):
+    code = "patrol_running"
+
+
+@dataclass
+class PatrolReport:
+    being_id: str
+    being: str
+    cycle: int
+    dry_run: bool
+    llm: str | None
+    resumed: bool = False
+    steps: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "being_id": self.being_id,
+            "being": self.being,
+            "cycle": self.cycle,
+            "dry_run": self.dry_run,
+            "llm": self.llm,
+            "resumed": self.resumed,
+            "steps": self.steps,
+        }
+
+
+class Patrol:
+    def __init__(self, engram: Any, llm: LLM | None = None) -> None:
+        """`llm` overrides the configured one for this patrol only (a per-request BYOK key)."""
+        self.e = engram
+        self._llm = llm
+
+    def _llm_or_none(self) -> LLM | None:
+        llm = self._llm if self._llm is not None else self.e.llm
+        return llm if llm.available else None
+
+    def run(self, being_ref: str, *, dry_run: bool = False) -> PatrolReport:
+        being = resolve_being(self.e.store, being_ref)
+        with correlation(being_id=str(being.id), command="patrol"):
+            lock = self.e.views.named_lock(f"patrol:{being.id}")
+            if not lock.try_acquire():
+                raise PatrolAlreadyRunning(
+                    f"a patrol of {being.name} is already running; try again when it ends"
+                )
+            try:
+                self.e.views.ensure()
+                if dry_run:
+                    return self._dry_run(being)
+                return self._run(being)
+            finally:
+                lock.release()
+
+    def _open_run(self, being: Being) -> tuple[PatrolRun, bool]:
+        llm = self._llm_or_none()
+        for cycle in (being.cycle, being.cycle + 1):
+            if cycle < 1:
+                continue
+            existing = self.e.store.find(PatrolRun, patrol_run_id(being.id, cycle))
+            if existing is not None and not existing.finished:
+                return existing, True
+        run = PatrolRun.start(being.id, being.cycle + 1, llm.describe() if llm else None, self.e.clock.now())
+        self.e.store.save(run)
+        return run, False
+
+    def _run(self, being: Being) -> PatrolReport:
+        llm = self._llm_or_none()
+        run, resumed = self._open_run(being)
+        report = PatrolReport(
+            str(being.id), being.name, run.cycle, False, llm.describe() if llm else None, resumed
+        )
+        if llm is None:
+            log.warning(BYOK_MISSING)
+        embedder = self.e.embedder
+        for step, (fn, needs_llm) in STEPS.items():
+            run = self.e.store.get(PatrolRun, run.id)
+            state = run.step_state(step)
+            if state in (StepState.FINISHED, StepState.SKIPPED):
+                report.steps.append({"step": step.value, "resumed_from_log": True, **run.steps[step.value]})
+                continue
+            started = time.perf_counter()
+            if needs_llm and llm is None:
+                run.skip_step(step, "BYOK key not set", self.e.clock.now())
+                self.e.store.save(run)
+                report.steps.append({"step": step.value, "state": "skipped", "reason": "BYOK key not set"})
+                continue
+            run.start_step(step, self.e.clock.now())
+            self.e.store.save(run)
+            if step is PatrolStep.START_CYCLE:
+                outcome: dict[str, int] | Skip = self._start_cycle(being.id, run.id, started)
+            else:
+                ctx = StepContext(
+                    store=self.e.store,
+                    views=self.e.views,
+                    embedder=embedder,
+                    llm=llm,
+                    clock=self.e.clock,
+                    ids=self.e.ids,
+                    thresholds=thresholds_for(embedder.model_id),
+                    being_id=being.id,
+                    run_id=run.id,
+                )
+                assert fn is not None
+                outcome = fn(ctx)
+            run = self.e.store.get(PatrolRun, run.id)
+            duration = round((time.perf_counter() - started) * 1000, 3)
+            entry: dict[str, Any]
+            if isinstance(outcome, Skip):
+                run.skip_step(step, outcome.reason, self.e.clock.now())
+                entry = {
+                    "step": step.value,
+                    "state": "skipped",
+                    "reason": outcome.reason,
+                    "duration_ms": duration,
+                }
+            else:
+                if run.step_state(step) is StepState.STARTED:
+                    run.finish_step(step, outcome, duration, self.e.clock.now())
+                entry = {"step": step.value, "state": "finished", "counts": outcome, "duration_ms": duration}
+            position = self.e.store.save(run)
+            if position is not None:
+                self.e.views.ensure(position)
+            log.info("patrol step", **entry)
+            report.steps.append(entry)
+        run = self.e.store.get(PatrolRun, run.id)
+        run.finish(self.e.clock.now())
+        self.e.views.ensure(self.e.store.save(run))
+        return report
+
+    def _start_cycle(self, being_id: UUID, run_id: UUID, started: float) -> dict[str, int]:
+        """Spec ❷: one event on the Being, saved with the step's end, so a crash cannot count it twice."""
+        being = self.e.store.get(Being, being_id)
+        run = self.e.store.get(PatrolRun, run_id)
+        if being.cycle < run.cycle:
+            being.start_patrol_cycle(self.e.clock.now())
+        counts = {"cycle": being.cycle}
+        run.finish_step(
+            PatrolStep.START_CYCLE,
+            counts,
+            round((time.perf_counter() - started) * 1000, 3),
+            self.e.clock.now(),
+        )
+        self.e.views.ensure(self.e.store.save(being, run))
+        return counts
+
+    def _dry_run(self, being: Being) -> PatrolReport:
+        """What a patrol would do now, from the views alone. Writes nothing and asks no LLM."""
+        read = self.e.views.read
+        llm = self._llm_or_none()
+        cycle = being.cycle + 1
+        report = PatrolReport(str(being.id), being.name, cycle, True, llm.describe() if llm else None)
+        pending = read.notes(being.id, kinds=["scene"], parse_status="pending")
+        failed = read.notes(being.id, kinds=["scene"], parse_status="failed")
+        clusters = read.clusters(being.id)
+        dying_now = read.dying_candidates(being.id, cycle)
+        fresh = read.nodes(being.id, statuses=["active", "dying"], fresh=True)
+        dying = read.nodes(being.id, statuses=["dying"])
+        consolidation = {n["cluster_id"] for n in fresh + dying + dying_now}
+        plan: list[tuple[PatrolStep, dict[str, int], bool]] = [
+            (
+                PatrolStep.NOTES_TO_NODES,
+                {
+                    "notes": len(pending),
+                    "failed_notes": len(failed),
+                    "repairable": sum(1 for n in failed if not n["repair_attempts"]),
+                },
+                False,
+            ),
+            (PatrolStep.START_CYCLE, {"cycle": cycle}, False),
+            (PatrolStep.FLAG_DYING, {"would_flag": len(dying_now)}, False),
+            (PatrolStep.CONSOLIDATE, {"clusters_to_consult": len(consolidation)}, True),
+            (PatrolStep.REVIVE, {"would_revive": len(read.revivable(being.id, cycle))}, False),
+            (
+                PatrolStep.SPLIT,
+                {
+                    "clusters_to_consult": sum(
+                        1 for c in clusters if not c["is_root"] and c["active_count"] > with_llm.SPLIT_ABOVE
+                    )
+                },
+                True,
+            ),
+            (
+                PatrolStep.MERGE_SMALL,
+                {"small_clusters": sum(1 for c in clusters if not c["is_root"] and c["active_count"] <= 2)},
+                False,
+            ),
+            (PatrolStep.DIARY, {"new_scenes": len(pending)}, True),
+        ]
+        for step, counts, needs_llm in plan:
+            skipped = needs_llm and llm is None
+            report.steps.append(
+                {
+                    "step": step.value,
+                    "state": "would_skip" if skipped else "would_run",
+                    "counts": counts,
+                    **({"reason": "BYOK key not set"} if skipped else {}),
+                }
+            )
+        return report

@@ -1,0 +1,30 @@
+"""Similarity thresholds per embedder (ADR 0006).
+
+The spec's numbers (0.45 to join a cluster, 0.35 to recall) are for OpenAI's
+text-embedding-3-small; cosine scales differ per model, so each embedder has its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    cluster: float
+    """A node joins a sub-cluster (❶), nodes are mutually similar (sub-cluster birth), siblings merge (❼)."""
+    recall: float
+    """`recall` returns nodes above this score."""
+
+
+SPEC = Thresholds(cluster=0.45, recall=0.35)
+MINILM = Thresholds(cluster=0.45, recall=0.40)
+HASHING = Thresholds(cluster=0.30, recall=0.20)
+
+
+def thresholds_for(model_id: str) -> Thresholds:
+    if model_id.startswith("minilm"):
+        return MINILM
+    if model_id.startswith("hashing"):
+        return HASHING
+    return SPEC
