@@ -16,6 +16,7 @@ from domain import decay
 from domain.cluster import Cluster
 from domain.node import MemoryNode, NodeStatus
 from projections.engine import Batch, Projection, handles
+from projections.sql import ViewConnection, ViewDatabase
 from projections.tables import Index, TableSpec
 
 NODES = TableSpec(
@@ -37,6 +38,9 @@ NODES = TableSpec(
         "action": "text",
         "feeling": "text",
         "setting": "text",
+        "actors": "text",  # space-joined, for full-text search
+        "dialogue": "text",  # newline-joined, for full-text search
+        "fts_scope": "text",  # "b<being hex>": keeps SQLite FTS matches inside one being
         "themes": "text",  # JSON array
         "when_json": "text",  # JSON array, searched as text (spec: scene->>when ilike)
         "scene_json": "text",
@@ -79,14 +83,65 @@ CLUSTERS = TableSpec(
 )
 
 
+FTS_COLUMNS = ("fts_scope", "action", "actors", "when_json", "feeling", "themes", "setting", "dialogue")
+"""Indexed for `query`'s lexical relevance, in this order (bm25 weights in projections/queries.py)."""
+
+
+def fts_scope(being_id: str) -> str:
+    return "b" + being_id.replace("-", "")
+
+
 def _when(scene: dict[str, Any]) -> str:
     return json.dumps(scene.get("when", []), ensure_ascii=False)
 
 
 class MemoryView(Projection):
     name = "memory"
-    schema_version = 1
+    schema_version = 2  # 2: full-text index and its columns
     tables = (NODES, CLUSTERS)
+
+    def create_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        """The tables, plus the store's own full-text index over the nodes (FTS5 / PostgreSQL tsvector)."""
+        super().create_schema(db, conn, generation)
+        nodes = db.table("nodes", generation)
+        cols = ", ".join(FTS_COLUMNS)
+        if db.dialect == "sqlite":
+            fts = f"{nodes}_fts"
+            conn.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5({cols}, content='{nodes}', "
+                "content_rowid='rowid', tokenize='porter unicode61')"
+            )
+            new = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
+            old = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
+            changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in FTS_COLUMNS)
+            conn.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {nodes}_ai AFTER INSERT ON {nodes} BEGIN "
+                f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {new}); END"
+            )
+            conn.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {nodes}_ad AFTER DELETE ON {nodes} BEGIN "
+                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.rowid, {old}); END"
+            )
+            # Status changes are frequent and leave the text alone: only text changes touch the index.
+            conn.execute(
+                f"CREATE TRIGGER IF NOT EXISTS {nodes}_au AFTER UPDATE ON {nodes} WHEN {changed} BEGIN "
+                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.rowid, {old}); "
+                f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {new}); END"
+            )
+        else:
+            conn.execute(
+                f"ALTER TABLE {nodes} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("
+                "setweight(to_tsvector('english', coalesce(action, '')), 'A') || "
+                "setweight(to_tsvector('english', coalesce(actors, '') || ' ' || coalesce(when_json, '')), 'B') || "
+                "setweight(to_tsvector('english', coalesce(feeling, '') || ' ' || coalesce(themes, '') || ' ' || "
+                "coalesce(setting, '') || ' ' || coalesce(dialogue, '')), 'C')) STORED"
+            )
+            conn.execute(f"CREATE INDEX IF NOT EXISTS {nodes}_tsv ON {nodes} USING GIN (tsv)")
+
+    def drop_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        if db.dialect == "sqlite":
+            conn.execute(f"DROP TABLE IF EXISTS {db.table('nodes', generation)}_fts")
+        super().drop_schema(db, conn, generation)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
         node_ids = [str(e.originator_id) for e in events if isinstance(e, MemoryNode.Event)]
@@ -183,6 +238,9 @@ class MemoryView(Projection):
             "action": e.scene.get("action", ""),
             "feeling": e.feeling,
             "setting": e.scene.get("setting"),
+            "actors": " ".join(e.scene.get("actors", [])),
+            "dialogue": "\n".join(e.scene.get("dialogue") or []),
+            "fts_scope": fts_scope(str(e.being_id)),
             "themes": json.dumps(e.themes, ensure_ascii=False),
             "when_json": _when(e.scene),
             "scene_json": json.dumps(e.scene, ensure_ascii=False),

@@ -6,6 +6,7 @@ Queries read the active generation of each view, so a rebuild's switch is seen a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -15,7 +16,7 @@ import numpy.typing as npt
 
 from projections import engine
 from projections.beings import BEINGS, DIARY
-from projections.memory import CLUSTERS, NODES
+from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, fts_scope
 from projections.notes import NOTES
 from projections.patrol_runs import RUNS
 from projections.sql import ViewDatabase, chunks
@@ -23,6 +24,11 @@ from projections.tables import TableSpec
 from projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
+
+WORD = re.compile(r"\w+", re.UNICODE)
+
+FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (0.0, 1.0, 0.6, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
+"""bm25 column weights: action counts most; who, when and the themes next; feeling, setting, dialogue least."""
 
 
 def _decode_node(row: Row) -> Row:
@@ -46,7 +52,7 @@ class ReadModels:
         db = self.dbs[view]
         with db.read() as conn:
             table = engine.read_tables(conn, db, self.projections[view])[spec.name]
-            rows = conn.query(f"SELECT * FROM {table} WHERE {where} {tail}", list(params))
+            rows = conn.query(f"SELECT {spec.select_list} FROM {table} WHERE {where} {tail}", list(params))
         return [spec.normalise(r) for r in rows]
 
     # -- beings ---------------------------------------------------------------------------------
@@ -160,6 +166,67 @@ class ReadModels:
             [str(being_id), str(cluster_id)],
             "ORDER BY created_at, id",
         )
+
+    def lexical(
+        self, being_id: UUID, text: str, limit: int, statuses: Sequence[str] = ("active", "dying")
+    ) -> list[tuple[str, float]]:
+        """Node ids ranked by the store's own full-text index (FTS5 bm25 / PostgreSQL ts_rank_cd), best first.
+
+        Terms are ORed: a node matching more of them, rarer ones, ranks higher.
+        """
+        terms = list(dict.fromkeys(t for t in WORD.findall(text.lower()) if len(t) > 1 or t.isdigit()))
+        if not terms or not statuses:
+            return []
+        db = self.dbs["memory"]
+        marks = ", ".join("?" for _ in statuses)
+        with db.read() as conn:
+            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+            if db.dialect == "sqlite":
+                fts = f"{nodes}_fts"
+                match = (
+                    f'fts_scope:"{fts_scope(str(being_id))}" AND ('
+                    + " OR ".join(f'"{t}"' for t in terms)
+                    + ")"
+                )
+                weights = ", ".join(str(w) for w in FTS_WEIGHTS)
+                rows = conn.query(
+                    f"SELECT n.id AS id, -bm25({fts}, {weights}) AS score FROM {fts} JOIN {nodes} n "
+                    f"ON n.rowid = {fts}.rowid WHERE {fts} MATCH ? AND n.status IN ({marks}) "
+                    "ORDER BY score DESC, n.id LIMIT ?",
+                    [match, *statuses, limit],
+                )
+            else:
+                rows = conn.query(
+                    f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
+                    f"WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q ORDER BY score DESC, id LIMIT ?",
+                    [" | ".join(terms), str(being_id), *statuses, limit],
+                )
+        return [(str(r["id"]), float(r["score"])) for r in rows]
+
+    def search(self, being_id: UUID, terms: Sequence[str], mode: str = "or", limit: int = 50) -> list[Row]:
+        """The spec's `search_memory`: case-insensitive substring match of each term on action, feeling,
+        the JSON text of `when`, and element equality on themes; `or` (default) or `and` over the terms."""
+        clauses, params = [], []
+        for term in terms:
+            like = "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            quoted = json.dumps(term.lower(), ensure_ascii=False)
+            theme = "%" + quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            clauses.append(
+                "(LOWER(action) LIKE ? ESCAPE '\\' OR LOWER(feeling) LIKE ? ESCAPE '\\' "
+                "OR LOWER(when_json) LIKE ? ESCAPE '\\' OR LOWER(themes) LIKE ? ESCAPE '\\')"
+            )
+            params += [like, like, like, theme]
+        if not clauses:
+            return []
+        joined = (" AND " if mode == "and" else " OR ").join(clauses)
+        rows = self._select(
+            "memory",
+            NODES,
+            f"being_id = ? AND ({joined})",
+            [str(being_id), *params],
+            f"ORDER BY last_activated_at DESC, id LIMIT {int(limit)}",
+        )
+        return [_decode_node(r) for r in rows]
 
     # -- notes ----------------------------------------------------------------------------------
 

@@ -49,6 +49,10 @@ class TableSpec:
             )
         return statements
 
+    @property
+    def select_list(self) -> str:
+        return ", ".join(self.columns)
+
     def normalise(self, row: dict[str, Any]) -> dict[str, Any]:
         """SQLite gives booleans back as 0/1."""
         for c, kind in self.columns.items():
@@ -71,7 +75,8 @@ class RowCache:
         for part in chunks(missing, MAX_IN_LIST):
             marks = ", ".join("?" for _ in part)
             found = conn.query(
-                f"SELECT * FROM {self.physical} WHERE {self.spec.key} IN ({marks})", list(part)
+                f"SELECT {self.spec.select_list} FROM {self.physical} WHERE {self.spec.key} IN ({marks})",
+                list(part),
             )
             for row in found:
                 self.rows[str(row[self.spec.key])] = self.spec.normalise(row)

@@ -23,6 +23,7 @@ from services.views import Views
 
 if TYPE_CHECKING:
     from services.patrol.run import PatrolReport
+    from services.reading import Reading
 
 
 @dataclass
@@ -55,6 +56,13 @@ class Engram:
     @cached_property
     def audit(self) -> AuditQueries:
         return AuditQueries(self.store)
+
+    @cached_property
+    def reading(self) -> Reading:
+        """recall, recall_memory, search_memory, query, context."""
+        from services.reading import Reading
+
+        return Reading(self)
 
     @cached_property
     def views(self) -> Views:

@@ -136,7 +136,10 @@ class Views:
         target = self.source.head() if position is None else position
         for name in names or self.names():
             db, projection = self.dbs[name], self.projections[name]
-            if engine.status(db, projection).position >= target:
+            status = engine.status(db, projection)
+            if status.needs_rebuild:
+                self._upgrade(name, status.schema_version)
+            elif status.position >= target:
                 continue
             lock = self.lock(name)
             if lock.try_acquire():
@@ -148,6 +151,23 @@ class Views:
                     lock.release()
             else:
                 self.wait_for(target, [name])
+
+    def _upgrade(self, name: str, stored: int) -> None:
+        """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""
+        lock = self.lock(name)
+        if not lock.try_acquire():
+            return
+        try:
+            if engine.status(self.dbs[name], self.projections[name]).needs_rebuild:
+                log.warning(
+                    "view schema changed; rebuilding",
+                    view=name,
+                    stored=stored,
+                    code=self.projections[name].schema_version,
+                )
+                self.rebuild(name)
+        finally:
+            lock.release()
 
     def wait_for(
         self, position: int, names: Iterable[str] | None = None, timeout: float | None = None

@@ -370,9 +370,12 @@ def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, 
 
 from adapters.cli import admin as _admin  # noqa: E402
 from adapters.cli import demo as _demo  # noqa: E402
+from adapters.cli import http_cmds as _http  # noqa: E402
+from adapters.cli import mcp_cmds as _mcp  # noqa: E402
+from adapters.cli import reading_cmds as _reading  # noqa: E402
 
-_demo.register(cli, command)
-_admin.register(cli, command)
+for _module in (_demo, _admin, _reading, _http, _mcp):
+    _module.register(cli, command)
 
 
 def main() -> None:

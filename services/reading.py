@@ -1,0 +1,334 @@
+"""Reading memory (spec 000, "Recall Flow" and "Context Structure"), each call scoped to one being.
+
+Reads that reach nodes reactivate them (spec ❺'s table): `recall` +1, `recall_memory` and
+`search_memory` +1 for live nodes and +2 for dead ones; `query` +1 unless `reactivate=False`
+(auditors, benchmarks). Every read first makes sure the views include the latest writes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from domain.errors import InvalidInput
+from domain.node import MemoryNode, ReactivationSource
+from domain.scene import Scene
+from services.beings import resolve_being
+from services.errors import NotFound
+from services.ranking import Profile, profile
+from services.thresholds import thresholds_for
+
+RECALL_LIMIT = 3
+MAX_QUERY_K = 100
+MAX_QUERY_CHARS = 4000
+MAX_SEARCH_TERMS = 20
+RECENT_NODES = 5
+DIARY_DAYS = 7
+
+
+class NodeView(BaseModel):
+    id: str
+    cluster_id: str
+    status: str
+    action: str
+    feeling: str
+    scene: dict[str, Any]
+    themes: list[str]
+    emotion: dict[str, float] | None
+    importance: float
+    pinned: bool
+    fresh: bool
+    reactivation_count: int
+    last_activated_at: str
+    source_ref: str | None
+    source_note_id: str | None
+    score: float | None = None
+
+    @classmethod
+    def of(cls, row: dict[str, Any], score: float | None = None) -> NodeView:
+        return cls(
+            id=row["id"],
+            cluster_id=row["cluster_id"],
+            status=row["status"],
+            action=row["action"],
+            feeling=row["feeling"] or "",
+            scene=row["scene"],
+            themes=row["themes"],
+            emotion=row["emotion"],
+            importance=row["importance"],
+            pinned=row["pinned"],
+            fresh=row["fresh"],
+            reactivation_count=row["reactivation_count"],
+            last_activated_at=row["last_activated_at"],
+            source_ref=row["source_ref"],
+            source_note_id=row["source_note_id"],
+            score=score,
+        )
+
+
+class Recalled(BaseModel):
+    text: str = Field(description="The fragment stream wrapped in <memory>…</memory>, or empty.")
+    nodes: list[NodeView]
+    position: int | None = None
+
+
+class Found(BaseModel):
+    nodes: list[NodeView]
+    position: int | None = None
+
+
+class ContextView(BaseModel):
+    being: str
+    system_prompt: dict[str, Any]
+    snapshot: dict[str, Any]
+    recent_nodes: list[dict[str, Any]]
+    text: str
+
+
+def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
+    """The spec's fragment mode: all actions and feelings, shuffled together (Fisher–Yates), ` / `-joined."""
+    parts = [p for n in nodes for p in (n.action, n.feeling) if p]
+    for i in range(len(parts) - 1, 0, -1):
+        j = rng.randint(0, i)
+        parts[i], parts[j] = parts[j], parts[i]
+    return f"<memory>{' / '.join(parts)}</memory>" if parts else ""
+
+
+class Reading:
+    def __init__(self, engram: Any, rng: random.Random | None = None) -> None:
+        self.e = engram
+        self.rng = rng or random.Random()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _being(self, ref: str) -> UUID:
+        being = resolve_being(self.e.store, ref)
+        self.e.views.ensure()
+        return UUID(str(being.id))
+
+    def _reactivate(
+        self, being_id: UUID, rows: Sequence[dict[str, Any]], source: ReactivationSource
+    ) -> int | None:
+        if not rows:
+            return None
+        from domain.being import Being
+
+        def handle() -> int | None:
+            cycle = self.e.store.get(Being, being_id).cycle
+            at = self.e.clock.now()
+            nodes = [self.e.store.get(MemoryNode, UUID(r["id"]), being_id=being_id) for r in rows]
+            for node in nodes:
+                node.reactivate(source, cycle, at)
+            return self.e.store.save(*nodes)  # type: ignore[no-any-return]
+
+        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)  # type: ignore[no-any-return]
+
+    def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
+        [embedding] = self.e.embedder.embed([text])
+        return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
+
+    @staticmethod
+    def _check_text(text: str) -> str:
+        text = text.strip()
+        if not text:
+            raise InvalidInput("the query text must not be empty")
+        if len(text) > MAX_QUERY_CHARS:
+            raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
+        return text
+
+    # -- the spec's tools ----------------------------------------------------------------------
+
+    def recall(self, being_ref: str, text: str) -> Recalled:
+        """Vector search over active and dying nodes (threshold per embedder), at most 3, each reactivated +1."""
+        being_id = self._being(being_ref)
+        model, vector = self._vector(self._check_text(text))
+        threshold = thresholds_for(model).recall
+        hits = self.e.views.vectors.similar_nodes(
+            being_id, model, vector, RECALL_LIMIT, statuses=["active", "dying"], threshold=threshold
+        )
+        rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
+        nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
+        position = self._reactivate(being_id, [rows[n.id] for n in nodes], ReactivationSource.RECALL)
+        return Recalled(text=fragments(nodes, self.rng), nodes=nodes, position=position)
+
+    def recall_memory(self, being_ref: str, cluster_id: UUID) -> Found:
+        """A cluster's nodes; active +1, dead +2."""
+        being_id = self._being(being_ref)
+        if self.e.views.read.cluster(being_id, cluster_id) is None:
+            raise NotFound(f"cluster {cluster_id} not found")
+        rows = self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
+        position = self._reactivate(being_id, rows, ReactivationSource.RECALL_MEMORY)
+        return Found(nodes=[NodeView.of(r) for r in rows], position=position)
+
+    def search_memory(
+        self, being_ref: str, terms: Sequence[str] | str, mode: str = "or", limit: int = 50
+    ) -> Found:
+        """Keyword search (spec's fields and semantics); active +1, dead +2."""
+        if mode not in ("or", "and"):
+            raise InvalidInput("mode is 'or' or 'and'")
+        words = terms.split() if isinstance(terms, str) else [t for t in terms if t.strip()]
+        if not words:
+            raise InvalidInput("give at least one search term")
+        if len(words) > MAX_SEARCH_TERMS:
+            raise InvalidInput(f"at most {MAX_SEARCH_TERMS} search terms")
+        if not 1 <= limit <= MAX_QUERY_K:
+            raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
+        being_id = self._being(being_ref)
+        rows = self.e.views.read.search(being_id, words, mode, limit)
+        position = self._reactivate(being_id, rows, ReactivationSource.SEARCH_MEMORY)
+        return Found(nodes=[NodeView.of(r) for r in rows], position=position)
+
+    def query(
+        self,
+        being_ref: str,
+        text: str,
+        k: int = 10,
+        *,
+        profile_name: str = "default",
+        include_dead: bool = False,
+        reactivate: bool = True,
+        vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
+    ) -> Found:
+        """Ranked retrieval: semantic + lexical (full-text index) + importance + recency, by profile."""
+        if not 1 <= k <= MAX_QUERY_K:
+            raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
+        p = profile(profile_name)
+        text = self._check_text(text)
+        being_id = self._being(being_ref)
+        statuses = ["active", "dying", *(["dead"] if include_dead else [])]
+        n = max(p.candidates, k)
+        semantic: list[tuple[str, float]] = []
+        if p.semantic > 0:
+            model = self.e.embedder.model_id
+            if vector is None:
+                model, vector = self._vector(text)
+            semantic = [
+                (str(i), s)
+                for i, s in self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
+            ]
+        lexical = self.e.views.read.lexical(being_id, text, n, statuses) if p.lexical > 0 else []
+        ids = list(dict.fromkeys([i for i, _ in semantic] + [i for i, _ in lexical]))
+        rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[UUID(i) for i in ids])}
+        scores = combine(p, semantic, lexical, rows, self.e.clock.now())
+        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+        hits = [NodeView.of(rows[i], s) for i, s in best if i in rows]
+        position = (
+            self._reactivate(being_id, [rows[h.id] for h in hits], ReactivationSource.QUERY)
+            if reactivate
+            else None
+        )
+        return Found(nodes=hits, position=position)
+
+    # -- context -------------------------------------------------------------------------------
+
+    def context(self, being_ref: str) -> ContextView:
+        being_id = self._being(being_ref)
+        read = self.e.views.read
+        being = read.being(being_id)
+        assert being is not None
+        notes = read.notes(
+            being_id, kinds=["rule", "preference", "relationship", "todo", "reminder", "knowledge"]
+        )
+        today = self.e.clock.now().date()
+        since = (today - _dt.timedelta(days=DIARY_DAYS - 1)).isoformat()
+        system_prompt = {
+            "soul": being["soul"],
+            "think_md": being["think_md"],
+            "rules": [n["text"] for n in notes if n["kind"] == "rule" and n["enabled"]],
+            "preferences": [n["text"] for n in notes if n["kind"] == "preference" and n["enabled"]],
+            "relationships": [n["text"] for n in notes if n["kind"] == "relationship" and n["enabled"]],
+        }
+        snapshot = {
+            "unread": [
+                {"kind": n["kind"], "text": n["text"], "id": n["id"]}
+                for n in notes
+                if n["kind"] in ("todo", "reminder") and not n["read"]
+            ],
+            "knowledge": [n["text"] for n in notes if n["kind"] == "knowledge" and n["enabled"]],
+            "diary": [{"date": d["date"], "text": d["text"]} for d in read.diary(being_id, since)],
+        }
+        recent = [
+            r
+            for r in read.nodes(
+                being_id, statuses=["active", "dying"], order="recent", limit=RECENT_NODES * 4
+            )
+            if (r["action"] or "").strip()
+        ][:RECENT_NODES]
+        recent_nodes = [
+            {
+                "id": r["id"],
+                "text": Scene.model_validate(r["scene"]).to_text(r["feeling"] or ""),
+                "source_ref": r["source_ref"],
+            }
+            for r in recent
+        ]
+        return ContextView(
+            being=being["name"],
+            system_prompt=system_prompt,
+            snapshot=snapshot,
+            recent_nodes=recent_nodes,
+            text=render_context(system_prompt, snapshot, recent_nodes),
+        )
+
+
+def combine(
+    p: Profile,
+    semantic: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float]],
+    rows: dict[str, dict[str, Any]],
+    now: _dt.datetime,
+) -> dict[str, float]:
+    sem = dict(semantic)
+    lex = dict(lexical)
+    top_lex = max(lex.values(), default=0.0) or 1.0
+    sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
+    lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
+    out: dict[str, float] = {}
+    for node_id, row in rows.items():
+        age_days = max(
+            0.0, (now - _dt.datetime.fromisoformat(row["last_activated_at"])).total_seconds() / 86400
+        )
+        recency = 1.0 / (1.0 + age_days / p.recency_days)
+        if p.fusion == "rrf":
+            score = sum(
+                w / (p.rrf_k + rank[node_id])
+                for w, rank in ((p.semantic, sem_rank), (p.lexical, lex_rank))
+                if node_id in rank
+            )
+        else:
+            score = p.semantic * max(0.0, sem.get(node_id, 0.0)) + p.lexical * lex.get(node_id, 0.0) / top_lex
+            score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
+        score += p.importance * row["importance"] + p.recency * recency
+        out[node_id] = score if math.isfinite(score) else 0.0
+    return out
+
+
+def render_context(
+    system_prompt: dict[str, Any], snapshot: dict[str, Any], recent: list[dict[str, Any]]
+) -> str:
+    lines = ["# System prompt (Block 1-A)", system_prompt["soul"] or "(no soul defined)"]
+    if system_prompt["think_md"]:
+        lines += ["", "## Notes from my last reflection", system_prompt["think_md"]]
+    for title, key in (
+        ("Rules", "rules"),
+        ("Preferences", "preferences"),
+        ("Relationships", "relationships"),
+    ):
+        if system_prompt[key]:
+            lines += ["", f"## {title}", *(f"- {t}" for t in system_prompt[key])]
+    lines += ["", "# Snapshot (Block 1-B)"]
+    if snapshot["unread"]:
+        lines += ["## Unread", *(f"- [{n['kind']}] {n['text']}" for n in snapshot["unread"])]
+    if snapshot["knowledge"]:
+        lines += ["## Knowledge", *(f"- {t}" for t in snapshot["knowledge"])]
+    if snapshot["diary"]:
+        lines += ["## Diary", *(f"{d['date']}: {d['text']}" for d in snapshot["diary"])]
+    lines += ["", "# Recent memories (Block 2-B)", *(f"- {n['text']}" for n in recent)]
+    return "\n".join(lines)
