@@ -31,6 +31,11 @@ def validate_being_name(name: str) -> str:
     return clean
 
 
+def in_sleep_window(hour: int, start_hour: int, duration_hours: int) -> bool:
+    """Whether `hour` (0-23) falls in the window, which may wrap past midnight (22:00 for 6 h)."""
+    return (hour - start_hour) % 24 < duration_hours
+
+
 def _check_text(label: str, text: str, limit: int) -> str:
     if len(text) > limit:
         raise InvalidInput(f"{label} has at most {limit} characters, got {len(text)}")
@@ -88,6 +93,24 @@ class Being(BeingScopedAggregate):
         def apply(self, being: Being) -> None:
             being.cycle = self.cycle
 
+    class SleepWindowSet(Event):
+        """Spec 003: a daily window (UTC) in which patrols run on the slower sleep schedule."""
+
+        TOPIC = "engram.Being.SleepWindowSet"
+        class_version = 1
+        start_hour: int
+        duration_hours: int
+
+        def apply(self, being: Being) -> None:
+            being.sleep_window = (self.start_hour, self.duration_hours)
+
+    class SleepWindowCleared(Event):
+        TOPIC = "engram.Being.SleepWindowCleared"
+        class_version = 1
+
+        def apply(self, being: Being) -> None:
+            being.sleep_window = None
+
     def __init__(self, being_id: UUID, name: str, business_root_id: UUID, private_root_id: UUID) -> None:
         self.being_id = being_id
         self.name = name
@@ -97,6 +120,7 @@ class Being(BeingScopedAggregate):
         self.soul = ""
         self.think_md = ""
         self.diary: dict[str, str] = {}
+        self.sleep_window: tuple[int, int] | None = None
 
     @classmethod
     def register(cls, name: str, at: datetime) -> tuple[Being, Cluster, Cluster]:
@@ -135,6 +159,17 @@ class Being(BeingScopedAggregate):
         self._emit(
             self.DiaryEntryWritten, at, date=date, text=_check_text("a diary entry", text, MAX_DIARY_CHARS)
         )
+
+    def set_sleep_window(self, start_hour: int, duration_hours: int, at: datetime) -> None:
+        if not 0 <= start_hour <= 23:
+            raise InvalidInput("a sleep window starts at an hour from 0 to 23")
+        if not 1 <= duration_hours <= 23:
+            raise InvalidInput("a sleep window lasts 1 to 23 hours")
+        self._emit(self.SleepWindowSet, at, start_hour=start_hour, duration_hours=duration_hours)
+
+    def clear_sleep_window(self, at: datetime) -> None:
+        if self.sleep_window is not None:
+            self._emit(self.SleepWindowCleared, at)
 
     def start_patrol_cycle(self, at: datetime) -> int:
         self._emit(self.PatrolCycleStarted, at, cycle=self.cycle + 1)

@@ -20,6 +20,8 @@ BEINGS = TableSpec(
         "private_root_id": "id",
         "registered_at": "text",
         "last_cycle_at": "text",
+        "sleep_start_hour": "int",
+        "sleep_duration_hours": "int",
         "version": "int",
         "position": "int",
     },
@@ -42,7 +44,7 @@ DIARY = TableSpec(
 
 class BeingsView(Projection):
     name = "beings"
-    schema_version = 1
+    schema_version = 2  # 2: sleep window
     tables = (BEINGS, DIARY)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
@@ -72,6 +74,8 @@ class BeingsView(Projection):
                 "private_root_id": str(e.private_root_id),
                 "registered_at": e.timestamp.isoformat(),
                 "last_cycle_at": None,
+                "sleep_start_hour": None,
+                "sleep_duration_hours": None,
                 "version": e.originator_version,
                 "position": batch.position,
             }
@@ -88,6 +92,14 @@ class BeingsView(Projection):
     @handles(Being.PatrolCycleStarted)
     def _cycle(self, batch: Batch, e: Being.PatrolCycleStarted) -> None:
         self._update(batch, e, cycle=e.cycle, last_cycle_at=e.timestamp.isoformat())
+
+    @handles(Being.SleepWindowSet)
+    def _sleep(self, batch: Batch, e: Being.SleepWindowSet) -> None:
+        self._update(batch, e, sleep_start_hour=e.start_hour, sleep_duration_hours=e.duration_hours)
+
+    @handles(Being.SleepWindowCleared)
+    def _awake(self, batch: Batch, e: Being.SleepWindowCleared) -> None:
+        self._update(batch, e, sleep_start_hour=None, sleep_duration_hours=None)
 
     @handles(Being.DiaryEntryWritten)
     def _diary(self, batch: Batch, e: Being.DiaryEntryWritten) -> None:

@@ -253,6 +253,17 @@ class ReadModels:
         tail = "ORDER BY position" + (f" LIMIT {int(limit)}" if limit else "")
         return self._select("notes", NOTES, " AND ".join(where), params, tail)
 
+    def pending_scene_counts(self) -> dict[str, int]:
+        """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
+        db = self.dbs["notes"]
+        with db.read() as conn:
+            table = engine.read_tables(conn, db, self.projections["notes"])["notes"]
+            rows = conn.query(
+                f"SELECT being_id, COUNT(*) AS n FROM {table} WHERE kind = 'scene' AND parse_status = 'pending' "
+                "GROUP BY being_id"
+            )
+        return {str(r["being_id"]): int(r["n"]) for r in rows}
+
     # -- patrol runs ----------------------------------------------------------------------------
 
     def patrol_runs(self, being_id: UUID, limit: int = 20) -> list[Row]:

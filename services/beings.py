@@ -82,6 +82,16 @@ class BeingCommands:
     def write_diary(self, being_ref: str, date: str, text: str) -> Done:
         return self._update(being_ref, "write_diary", lambda b: b.write_diary(date, text, self.clock.now()))
 
+    def set_sleep_window(self, being_ref: str, start_hour: int, duration_hours: int) -> Done:
+        return self._update(
+            being_ref,
+            "set_sleep_window",
+            lambda b: b.set_sleep_window(start_hour, duration_hours, self.clock.now()),
+        )
+
+    def clear_sleep_window(self, being_ref: str) -> Done:
+        return self._update(being_ref, "clear_sleep_window", lambda b: b.clear_sleep_window(self.clock.now()))
+
     def _update(self, being_ref: str, command: str, change: Callable[[Being], None]) -> Done:
         being_id = resolve_being(self.store, being_ref).id
 

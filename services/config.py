@@ -55,6 +55,20 @@ class Settings(BaseSettings):
         10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."
     )
 
+    patrol_min_notes: int = Field(
+        20, ge=1, description="The worker patrols a being with this many new scene notes."
+    )
+    patrol_interval_minutes: float = Field(
+        60.0, gt=0, description="…or when this long has passed since its last patrol and any note is new."
+    )
+    sleep_patrol_interval_minutes: float = Field(
+        180.0,
+        gt=0,
+        description="Inside a being's sleep window: one patrol per this interval if any note is new.",
+    )
+    patrol_check_s: float = Field(30.0, gt=0, description="How often the worker looks for beings to patrol.")
+    auto_patrol: bool = Field(True, description="Whether `engram worker` patrols beings by itself.")
+
     command_retries: int = Field(
         5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict."
     )

@@ -109,14 +109,18 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
             listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
             poll = 5.0
-        w = Worker(views, poll_interval=poll, listen=listen)
+        from services.patrol.auto import AutoPatrol
+
+        auto = AutoPatrol(engram) if engram.settings.auto_patrol else None
+        w = Worker(views, poll_interval=poll, listen=listen, on_idle=auto.tick if auto else None)
 
         def stop(*_: Any) -> None:
             w.stop_event.set()
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
-        click.echo(f"worker: running {', '.join(w.names)} (Ctrl-C stops)", err=True)
+        patrolling = "automatic patrols on" if auto else "automatic patrols off"
+        click.echo(f"worker: running {', '.join(w.names)}; {patrolling} (Ctrl-C stops)", err=True)
         w.run_forever()
         if as_json:
             emit_json(w.stats)

@@ -144,6 +144,31 @@ def being_soul(ctx: Context, being_ref: str, soul: str | None, soul_file: Any, *
     emit_json(result.model_dump()) if as_json else click.echo("soul defined")
 
 
+@being.command("sleep")
+@click.argument("being_ref", metavar="BEING")
+@click.option("--start", "start_hour", type=click.IntRange(0, 23), help="Hour (UTC) the sleep window starts.")
+@click.option("--hours", "duration_hours", type=click.IntRange(1, 23), help="How long it lasts.")
+@click.option("--off", is_flag=True, help="Remove the sleep window.")
+@command
+def being_sleep(
+    ctx: Context,
+    being_ref: str,
+    start_hour: int | None,
+    duration_hours: int | None,
+    off: bool,
+    *,
+    as_json: bool,
+) -> None:
+    """Set the daily window in which the worker patrols BEING on the slower sleep schedule."""
+    if off:
+        result = ctx.engram.beings.clear_sleep_window(being_ref)
+    elif start_hour is None or duration_hours is None:
+        raise InvalidInput("give --start and --hours, or --off")
+    else:
+        result = ctx.engram.beings.set_sleep_window(being_ref, start_hour, duration_hours)
+    emit_json(result.model_dump()) if as_json else click.echo("sleep window " + ("removed" if off else "set"))
+
+
 # -- notes ----------------------------------------------------------------------------------
 
 
