@@ -46,6 +46,17 @@ def list_beings(store: AggregateStore) -> list[dict[str, Any]]:
     return out
 
 
+def resolve_being_id(store: AggregateStore, ref: str | UUID) -> UUID:
+    """A being's id by id or name, remembered per store: names and ids never change and beings are
+    never deleted, so after the first lookup a command needs no round trip to find its being."""
+    key = str(ref)
+    cached = store.known_beings.get(key)
+    if cached is None:
+        cached = UUID(str(resolve_being(store, ref).id))
+        store.known_beings[key] = cached
+    return cached
+
+
 class BeingCommands:
     def __init__(self, store: AggregateStore, clock: Clock, runner: CommandRunner) -> None:
         self.store = store
@@ -93,7 +104,7 @@ class BeingCommands:
         return self._update(being_ref, "clear_sleep_window", lambda b: b.clear_sleep_window(self.clock.now()))
 
     def _update(self, being_ref: str, command: str, change: Callable[[Being], None]) -> Done:
-        being_id = resolve_being(self.store, being_ref).id
+        being_id = resolve_being_id(self.store, being_ref)
 
         def handle() -> Done:
             being = self.store.get(Being, being_id)

@@ -7,7 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from domain.node import MemoryNode
-from services.beings import resolve_being
+from services.beings import resolve_being_id
 from services.commands import Done
 from services.ports import Clock
 from services.runner import CommandRunner
@@ -29,7 +29,7 @@ class NodeCommands:
     def _update(
         self, being_ref: str, node_id: UUID, command: str, change: Callable[[MemoryNode, datetime], None]
     ) -> Done:
-        being_id = resolve_being(self.store, being_ref).id
+        being_id = resolve_being_id(self.store, being_ref)
 
         def handle() -> Done:
             node = self.store.get(MemoryNode, node_id, being_id=being_id)

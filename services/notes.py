@@ -9,7 +9,7 @@ from uuid import UUID
 from domain.errors import InvalidInput
 from domain.ids import note_id_for_key
 from domain.note import Note, NoteKind, ParseStatus
-from services.beings import resolve_being
+from services.beings import resolve_being_id
 from services.commands import MAX_BATCH_NOTES, NoteInput, NotesTaken, NoteTaken
 from services.errors import IdempotencyConflict, NotFound
 from services.ports import Clock, IdFactory
@@ -47,7 +47,7 @@ class NoteCommands:
             raise InvalidInput("a batch holds at least one note")
         if len(notes) > MAX_BATCH_NOTES:
             raise InvalidInput(f"a batch holds at most {MAX_BATCH_NOTES} notes, got {len(notes)}")
-        being_id = resolve_being(self.store, being_ref).id
+        being_id = resolve_being_id(self.store, being_ref)
         random_ids = [self.ids.new_id() for _ in notes]
 
         def handle() -> NotesTaken:
@@ -124,7 +124,7 @@ class NoteCommands:
     def _update(
         self, being_ref: str, note_id: UUID, command: str, change: Callable[[Note, datetime], None]
     ) -> NoteTaken:
-        being_id = resolve_being(self.store, being_ref).id
+        being_id = resolve_being_id(self.store, being_ref)
 
         def handle() -> NoteTaken:
             note = self.store.get(Note, note_id, being_id=being_id)

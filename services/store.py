@@ -23,6 +23,7 @@ A = TypeVar("A", bound=Aggregate)
 class AggregateStore:
     def __init__(self, app: Application[UUID]) -> None:
         self.app = app
+        self.known_beings: dict[str, UUID] = {}
 
     def get(
         self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None
