@@ -24,7 +24,19 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
+from domain.errors import DomainError
+
+
+class ServiceUnavailable(DomainError):
+    code = "unavailable"
+
 Vector = npt.NDArray[np.float32]
+
+class VectorIndexBusy(ServiceUnavailable):
+    """The embedded index is held by another Engram process (Qdrant Edge opens a shard in one process only)."""
+
+    code = "vector_index_busy"
+
 
 BEING_KEY = "being_id"
 POSITION_KEY = "position"

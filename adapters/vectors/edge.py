@@ -75,6 +75,7 @@ from projections.vector_index import (
     ScoredPoint,
     SearchFilter,
     Vector,
+    VectorIndexBusy,
     VectorPoint,
 )
 
@@ -127,6 +128,30 @@ def _being_filter(being_id: UUID, where: SearchFilter | None) -> Filter:
     return Filter(must=must, must_not=must_not or None)
 
 
+BUSY_WAIT_S = 5.0
+
+
+def _load(path: Path, config: Any) -> EdgeShard:
+    """Open a shard, waiting a little if another process holds it, then failing clearly."""
+    deadline = time.monotonic() + BUSY_WAIT_S
+    delay = 0.05
+    while True:
+        try:
+            return EdgeShard.load(str(path), config) if config is not None else EdgeShard.load(str(path))
+        except Exception as exc:  # Edge raises bare Exception; the WAL lock shows as WouldBlock
+            if "WouldBlock" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise VectorIndexBusy(
+                    f"the vector index under {path.parent.parent} is in use by another Engram process "
+                    "(engram serve or engram worker). Use that process (the HTTP API), stop it, or run a "
+                    "Qdrant server (ENGRAM_QDRANT_URL) for deployments with several processes.",
+                    path=str(path),
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+
+
 class EdgeVectorIndex:
     """Collections as Qdrant Edge shards under `root`; thread-safe within one process."""
 
@@ -167,7 +192,9 @@ class EdgeVectorIndex:
                 if (path / _CONFIG_FILE).exists():
                     # Loading with a config makes Edge check the stored vector size against it.
                     try:
-                        shard = EdgeShard.load(str(path), config)
+                        shard = _load(path, config)
+                    except VectorIndexBusy:
+                        raise
                     except Exception as exc:
                         # Edge raises bare Exception; a size mismatch is the caller's error.
                         if "incompatible" in str(exc).lower():
@@ -388,7 +415,7 @@ class EdgeVectorIndex:
                 path = self._collection_path(collection)
                 if not (path / _CONFIG_FILE).exists():
                     raise KeyError(f"vector collection {collection!r} does not exist")
-                shard = EdgeShard.load(str(path))
+                shard = _load(path, None)
                 self._shards[collection] = shard
             return shard
 
