@@ -108,7 +108,22 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         say("\nclusters:")
         for line in tree:
             say(line)
-        say("\nnext: engram log --being Aria · engram history being Aria · engram patrol Aria --dry-run")
+        recalled = engram.reading.recall(DEMO_BEING, "climbing with Lena")
+        say(
+            f'\nrecall "climbing with Lena" (reactivates {len(recalled.nodes)} node(s)):\n  {recalled.text or "(nothing)"}'
+        )
+        question = "what went wrong with the Atlas cutover?"
+        found = engram.reading.query(DEMO_BEING, question, 3, reactivate=False)
+        say(f'\nquery "{question}":')
+        for hit in found.nodes:
+            say(f"  {hit.score:.4f}  {hit.action[:80]}")
+        context = engram.reading.context(DEMO_BEING)
+        say("\ncontext (first lines):")
+        for line in context.text.splitlines()[:12]:
+            say(f"  {line}")
+        say(
+            "\nnext: engram context Aria · engram history being Aria · engram projections status · engram serve"
+        )
         if as_json:
             from adapters.cli.output import emit_json
 
