@@ -109,9 +109,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         for line in tree:
             say(line)
         recalled = engram.reading.recall(DEMO_BEING, "climbing with Lena")
-        say(
-            f'\nrecall "climbing with Lena" (reactivates {len(recalled.nodes)} node(s)):\n  {recalled.text or "(nothing)"}'
-        )
+        say(f'\nrecall "climbing with Lena" (reactivates {len(recalled.nodes)} node(s)):')
+        say(f"  {recalled.text or '(nothing)'}")
         question = "what went wrong with the Atlas cutover?"
         found = engram.reading.query(DEMO_BEING, question, 3, reactivate=False)
         say(f'\nquery "{question}":')
