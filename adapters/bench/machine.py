@@ -14,7 +14,7 @@ def machine_info() -> dict[str, Any]:
             mem_kb = int(next(line for line in fh if line.startswith("MemTotal")).split()[1])
     except (OSError, StopIteration, ValueError):
         mem_kb = 0
-    info = {
+    info: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "python": platform.python_version(),
