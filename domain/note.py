@@ -46,6 +46,9 @@ class ParseStatus(StrEnum):
 def check_note_text(text: str) -> None:
     if not text.strip():
         raise InvalidInput("a note's text must not be empty")
+    if "\x00" in text:
+        # PostgreSQL text cannot hold NUL: accepted here, it would stall the views that copy the text.
+        raise InvalidInput("a note's text must not contain NUL characters")
     size = len(text.encode("utf-8"))
     if size > MAX_NOTE_TEXT_BYTES:
         raise PayloadTooLarge(

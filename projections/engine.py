@@ -334,8 +334,14 @@ def rebuild(
 
 
 def drop_generations(db: ViewDatabase, projection: Projection, *, keep: int) -> None:
-    _, tracking = _meta(db)
+    meta, tracking = _meta(db)
     with db.write() as conn:
+        if conn.dialect == "postgres":
+            # A reader reads the active generation from `meta`, then its tables, in one transaction
+            # that holds meta's ACCESS SHARE lock until it ends. Waiting for this lock means waiting
+            # for every reader that may have picked an old generation before the switch, so none of
+            # them finds its tables gone. (SQLite readers keep their snapshot, dropped tables included.)
+            conn.execute(f"LOCK TABLE {meta} IN ACCESS EXCLUSIVE MODE")
         old = [int(r["generation"]) for r in conn.query(f"SELECT generation FROM {tracking}")]
         for generation in (g for g in old if g != keep):
             projection.drop_generation_extras(db, conn, generation)

@@ -49,6 +49,7 @@ NODES = TableSpec(
         "source_ref": "text",
         "embedding_model": "text",
         "created_at": "text",
+        "seq": "int",  # log position of `Created`: a being's nodes in the order they were noted (ADR 0008)
         "version": "int",
         "position": "int",
     },
@@ -59,6 +60,7 @@ NODES = TableSpec(
         Index("recent", ("being_id", "last_activated_at")),
         Index("fresh", ("being_id", "fresh")),
         Index("source", ("being_id", "source_ref")),
+        Index("sequence", ("being_id", "seq")),
     ),
 )
 
@@ -97,7 +99,7 @@ def _when(scene: dict[str, Any]) -> str:
 
 class MemoryView(Projection):
     name = "memory"
-    schema_version = 2  # 2: full-text index and its columns
+    schema_version = 3  # 2: full-text index and its columns; 3: `seq` for neighbouring memories
     tables = (NODES, CLUSTERS)
 
     def create_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
@@ -249,6 +251,7 @@ class MemoryView(Projection):
             "source_ref": e.source_ref,
             "embedding_model": None,
             "created_at": e.timestamp.isoformat(),
+            "seq": batch.position,
         }
         self._count(batch, row["cluster_id"], active=1, total=1)
         self._save(batch, row, e)

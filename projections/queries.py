@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -27,8 +27,31 @@ Row = dict[str, Any]
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
-FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (0.0, 1.0, 0.6, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
-"""bm25 column weights: action counts most; who, when and the themes next; feeling, setting, dialogue least."""
+_ENGLISH_STOP = """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
+    her hers herself it its itself they them their theirs themselves what which who whom this that
+    these those am is are was were be been being have has had having do does did doing a an the and
+    but if or because as until while of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then once here
+    there when where why how all any both each few more most other some such no nor not only own
+    same so than too very s t can will just don should now
+"""
+STOPWORDS = frozenset(_ENGLISH_STOP.split())
+"""PostgreSQL's `english` stop words (Snowball): `lexical` drops them on both backends, so SQLite's
+full-text index neither ranks a node for sharing "the" with the query nor scores every node for it."""
+
+FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (0.0, 1.0, 1.0, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
+"""bm25 column weights: action and actors count most (names match the actors only, see `lexical`); when
+and the themes next; feeling, setting, dialogue least."""
+
+
+def query_terms(text: str) -> list[str]:
+    """The words `lexical` searches for: lower-cased, deduplicated, without stop words and 1-letter words."""
+    return list(
+        dict.fromkeys(
+            t for t in WORD.findall(text.lower()) if (len(t) > 1 or t.isdigit()) and t not in STOPWORDS
+        )
+    )
 
 
 def _decode_node(row: Row) -> Row:
@@ -37,6 +60,47 @@ def _decode_node(row: Row) -> Row:
     row["scene"] = json.loads(row.pop("scene_json")) if row.get("scene_json") else {}
     row["emotion"] = json.loads(row.pop("emotion_json")) if row.get("emotion_json") else None
     return row
+
+
+_RANKING_COLUMNS = "id, seq, action, when_json, importance, last_activated_at"
+
+
+def _ranking_row(row: Row) -> Row:
+    return {
+        "id": str(row["id"]),
+        "seq": row["seq"],
+        "action": row["action"] or "",
+        "when_json": row["when_json"] or "[]",
+        "importance": row["importance"],
+        "last_activated_at": row["last_activated_at"],
+    }
+
+
+def _like(text: str) -> str:
+    """`%text%` for LIKE … ESCAPE '\\'."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _glob_ci(text: str) -> str:
+    """`*text*` for SQLite GLOB, each cased letter a class of its case variants, wildcards literal."""
+    out = []
+    for c in text:
+        if c in "*?[":
+            out.append(f"[{c}]")
+            continue
+        variants = sorted({v for v in (c, c.lower(), c.upper()) if len(v) == 1})
+        out.append(f"[{''.join(variants)}]" if len(variants) > 1 else c)
+    return "*" + "".join(out) + "*"
+
+
+def _scoped(column: str, db: ViewDatabase, by_id: bool) -> str:
+    """`column = ?`; for a lookup by id on SQLite, `+column = ?`.
+
+    The views carry no planner statistics, and SQLite then prefers an index on (being_id, …) to the
+    primary key: it would scan all of a being's rows to find a few ids. The unary plus keeps the
+    condition (tenancy) but takes it out of index selection, so the primary key drives.
+    """
+    return f"+{column} = ?" if by_id and db.dialect == "sqlite" else f"{column} = ?"
 
 
 class ReadModels:
@@ -91,7 +155,7 @@ class ReadModels:
         order: str = "created_at",
         limit: int | None = None,
     ) -> list[Row]:
-        where: list[str] = ["being_id = ?"]
+        where: list[str] = [_scoped("being_id", self.dbs["memory"], ids is not None)]
         params: list[Any] = [str(being_id)]
         if statuses:
             where.append(f"status IN ({', '.join('?' for _ in statuses)})")
@@ -151,7 +215,10 @@ class ReadModels:
         for part in chunks([str(i) for i in ids], 500):
             marks = ", ".join("?" for _ in part)
             rows = self._select(
-                "vectors", VECTOR_NODES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part]
+                "vectors",
+                VECTOR_NODES,
+                f"{_scoped('being_id', self.dbs['vectors'], True)} AND id IN ({marks})",
+                [str(being_id), *part],
             )
             for r in rows:
                 if r["vector"] is not None:
@@ -168,15 +235,25 @@ class ReadModels:
         )
 
     def lexical(
-        self, being_id: UUID, text: str, limit: int, statuses: Sequence[str] = ("active", "dying")
+        self,
+        being_id: UUID,
+        text: str,
+        limit: int,
+        statuses: Sequence[str] = ("active", "dying"),
+        *,
+        actors: Collection[str] = (),
     ) -> list[tuple[str, float]]:
         """Node ids ranked by the store's own full-text index (FTS5 bm25 / PostgreSQL ts_rank_cd), best first.
 
-        Terms are ORed: a node matching more of them, rarer ones, ranks higher.
+        Terms are ORed: a node matching more of them, rarer ones, ranks higher. English stop words are
+        dropped (PostgreSQL's `english` configuration drops them anyway). Terms in `actors` (names the
+        query shares with the being's actors, see `actor_terms`) match the actors field only: "Mina"
+        finds what Mina did, not every line that greets her (ADR 0008).
         """
-        terms = list(dict.fromkeys(t for t in WORD.findall(text.lower()) if len(t) > 1 or t.isdigit()))
+        terms = query_terms(text)
         if not terms or not statuses:
             return []
+        names = {a.lower() for a in actors}
         db = self.dbs["memory"]
         marks = ", ".join("?" for _ in statuses)
         with db.read() as conn:
@@ -185,7 +262,7 @@ class ReadModels:
                 fts = f"{nodes}_fts"
                 match = (
                     f'fts_scope:"{fts_scope(str(being_id))}" AND ('
-                    + " OR ".join(f'"{t}"' for t in terms)
+                    + " OR ".join(f'actors:"{t}"' if t in names else f'"{t}"' for t in terms)
                     + ")"
                 )
                 weights = ", ".join(str(w) for w in FTS_WEIGHTS)
@@ -196,26 +273,109 @@ class ReadModels:
                     [match, *statuses, limit],
                 )
             else:
+                # Weight B holds the actors (and the `when` text): names match there only.
                 rows = conn.query(
                     f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
                     f"WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q ORDER BY score DESC, id LIMIT ?",
-                    [" | ".join(terms), str(being_id), *statuses, limit],
+                    [
+                        " | ".join(f"{t}:B" if t in names else t for t in terms),
+                        str(being_id),
+                        *statuses,
+                        limit,
+                    ],
                 )
         return [(str(r["id"]), float(r["score"])) for r in rows]
 
+    def actor_terms(self, being_id: UUID, text: str) -> set[str]:
+        """The words of `text` that name one of the being's actors (an indexed lookup per word)."""
+        words = [t for t in query_terms(text) if not t.isdigit()]
+        if not words:
+            return set()
+        db = self.dbs["memory"]
+        found: set[str] = set()
+        with db.read() as conn:
+            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+            for word in words:
+                if db.dialect == "sqlite":
+                    hit = conn.query_one(
+                        f"SELECT 1 AS hit FROM {nodes}_fts WHERE {nodes}_fts MATCH ? LIMIT 1",
+                        [f'fts_scope:"{fts_scope(str(being_id))}" AND actors:"{word}"'],
+                    )
+                else:
+                    hit = conn.query_one(
+                        f"SELECT 1 AS hit FROM {nodes} WHERE being_id = ? "
+                        "AND tsv @@ to_tsquery('english', ?) LIMIT 1",
+                        [str(being_id), f"{word}:B"],
+                    )
+                if hit is not None:
+                    found.add(word)
+        return found
+
+    def ranking_rows(self, being_id: UUID, ids: Sequence[UUID | str]) -> dict[str, Row]:
+        """What `query` ranks on, by node id: `seq`, `action`, `when_json`, `importance`,
+        `last_activated_at` — cheaper than `nodes` (no scene, themes or emotion to decode)."""
+        out: dict[str, Row] = {}
+        db = self.dbs["memory"]
+        with db.read() as conn:
+            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+            for part in chunks([str(i) for i in ids], 500):
+                marks = ", ".join("?" for _ in part)
+                for r in conn.query(
+                    f"SELECT {_RANKING_COLUMNS} FROM {nodes} WHERE being_id = ? AND id IN ({marks})",
+                    [str(being_id), *part],
+                ):
+                    out[str(r["id"])] = _ranking_row(r)
+        return out
+
+    def neighbours(
+        self, being_id: UUID, seqs: Sequence[int], radius: int, statuses: Sequence[str] = ("active", "dying")
+    ) -> dict[str, Row]:
+        """The nodes noted just before and after each of `seqs` (up to `radius` each way), as ranking rows."""
+        seqs = sorted(set(seqs))
+        if not seqs or radius < 1 or not statuses:
+            return {}
+        db = self.dbs["memory"]
+        marks = ", ".join("?" for _ in statuses)
+        out: dict[str, Row] = {}
+        with db.read() as conn:
+            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+            for part in chunks(seqs, 100):
+                selects: list[str] = []
+                params: list[Any] = []
+                for n, seq in enumerate(part):
+                    for k, (op, order) in enumerate((("<", "DESC"), (">", "ASC"))):
+                        selects.append(
+                            f"SELECT * FROM (SELECT {_RANKING_COLUMNS} FROM {nodes} WHERE being_id = ? "
+                            f"AND seq {op} ? AND status IN ({marks}) ORDER BY seq {order} "
+                            f"LIMIT {int(radius)}) AS n{n}_{k}"
+                        )
+                        params += [str(being_id), seq, *statuses]
+                for r in conn.query(" UNION ALL ".join(selects), params):
+                    out[str(r["id"])] = _ranking_row(r)
+        return out
+
     def search(self, being_id: UUID, terms: Sequence[str], mode: str = "or", limit: int = 50) -> list[Row]:
         """The spec's `search_memory`: case-insensitive substring match of each term on action, feeling,
-        the JSON text of `when`, and element equality on themes; `or` (default) or `and` over the terms."""
+        the JSON text of `when`, and element equality on themes; `or` (default) or `and` over the terms.
+
+        SQLite's LOWER and LIKE fold ASCII only, so there each term becomes a GLOB pattern with a
+        character class per cased letter (`Über` → `*[Üü][Bb][Ee][Rr]*`): both backends then fold
+        Unicode letters alike.
+        """
+        sqlite = self.dbs["memory"].dialect == "sqlite"
         clauses, params = [], []
         for term in terms:
-            like = "%" + term.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            quoted = json.dumps(term.lower(), ensure_ascii=False)
-            theme = "%" + quoted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            clauses.append(
-                "(LOWER(action) LIKE ? ESCAPE '\\' OR LOWER(feeling) LIKE ? ESCAPE '\\' "
-                "OR LOWER(when_json) LIKE ? ESCAPE '\\' OR LOWER(themes) LIKE ? ESCAPE '\\')"
-            )
-            params += [like, like, like, theme]
+            quoted = json.dumps(term, ensure_ascii=False)  # a theme is one JSON string in the array
+            if sqlite:
+                clauses.append("(action GLOB ? OR feeling GLOB ? OR when_json GLOB ? OR themes GLOB ?)")
+                params += [_glob_ci(term)] * 3 + [_glob_ci(quoted)]
+            else:
+                like, theme = _like(term.lower()), _like(quoted.lower())
+                clauses.append(
+                    "(LOWER(action) LIKE ? ESCAPE '\\' OR LOWER(feeling) LIKE ? ESCAPE '\\' "
+                    "OR LOWER(when_json) LIKE ? ESCAPE '\\' OR LOWER(themes) LIKE ? ESCAPE '\\')"
+                )
+                params += [like, like, like, theme]
         if not clauses:
             return []
         joined = (" AND " if mode == "and" else " OR ").join(clauses)

@@ -15,11 +15,16 @@ the index acknowledged, and a replay after a crash rewrites the same full states
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
 import numpy as np
+import structlog
 
 from domain.cluster import Cluster
 from domain.node import MemoryNode, NodeStatus
@@ -27,6 +32,8 @@ from projections.engine import Batch, Projection, handles
 from projections.sql import ViewConnection, ViewDatabase
 from projections.tables import Index, TableSpec
 from projections.vector_index import SearchFilter, VectorIndex, VectorPoint
+
+log = structlog.get_logger("engram.projections.vectors")
 
 VECTOR_NODES = TableSpec(
     name="vector_nodes",
@@ -324,6 +331,8 @@ class VectorsView(Projection):
             rows = conn.query(f"SELECT * FROM {db.table('collections', generation)}")
         except Exception:  # the generation never got as far as creating its tables
             return
+        if rows and not _searches(self.index).drain(DRAIN_TIMEOUT_S):
+            log.warning("dropping old vector collections while searches still run", generation=generation)
         for row in rows:
             self.index.drop_collection(f"engram_{row['kind']}__{model_slug(row['model'])}__g{generation}")
 
@@ -332,11 +341,59 @@ def _alias(kind: str, model: str) -> str:
     return nodes_alias(model) if kind == "nodes" else centroids_alias(model)
 
 
+DRAIN_TIMEOUT_S = 30.0
+
+
+class _Searches:
+    """The searches running on one index. A search resolves an alias, then queries the collection
+    behind it; after a rebuild's switch, the old collections are dropped only once the searches that
+    may have resolved them (those begun before the drop) are done."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._epoch = 0
+        self._running: Counter[int] = Counter()
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with self._cond:
+            epoch = self._epoch
+            self._running[epoch] += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running[epoch] -= 1
+                if not self._running[epoch]:
+                    del self._running[epoch]
+                self._cond.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait for the searches begun before this call (not for later ones); False on timeout."""
+        with self._cond:
+            self._epoch += 1
+            cutoff = self._epoch
+            return self._cond.wait_for(lambda: all(e >= cutoff for e in self._running), timeout)
+
+
+_SEARCHES: weakref.WeakKeyDictionary[Any, _Searches] = weakref.WeakKeyDictionary()
+_SEARCHES_LOCK = threading.Lock()
+
+
+def _searches(index: VectorIndex) -> _Searches:
+    with _SEARCHES_LOCK:
+        found = _SEARCHES.get(index)
+        if found is None:
+            found = _SEARCHES[index] = _Searches()
+        return found
+
+
 class VectorQueries:
     """Searches on the vector collections; every one is scoped to a being."""
 
     def __init__(self, index: VectorIndex) -> None:
         self.index = index
+        self._searches = _searches(index)
 
     def similar_nodes(
         self,
@@ -351,14 +408,15 @@ class VectorQueries:
         threshold: float | None = None,
     ) -> list[tuple[UUID, float]]:
         alias = nodes_alias(model)
-        if self.index.resolve_alias(alias) is None:
-            return []
         where = SearchFilter(
             statuses=frozenset(statuses) if statuses else None,
             cluster_ids=frozenset(cluster_ids) if cluster_ids else None,
             exclude_ids=frozenset(exclude),
         )
-        hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
+        with self._searches.running():
+            if self.index.resolve_alias(alias) is None:
+                return []
+            hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
         return [(h.id, h.score) for h in hits]
 
     def similar_clusters(
@@ -372,19 +430,21 @@ class VectorQueries:
         threshold: float | None = None,
     ) -> list[tuple[UUID, float, dict[str, Any]]]:
         alias = centroids_alias(model)
-        if self.index.resolve_alias(alias) is None:
-            return []
         where = SearchFilter(exclude_ids=frozenset(exclude))
-        hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
+        with self._searches.running():
+            if self.index.resolve_alias(alias) is None:
+                return []
+            hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
         return [(h.id, h.score, dict(h.payload)) for h in hits]
 
     def centroid(
         self, being_id: UUID, model: str, cluster_id: UUID
     ) -> np.ndarray[Any, np.dtype[np.float32]] | None:
         alias = centroids_alias(model)
-        if self.index.resolve_alias(alias) is None:
-            return None
-        found = self.index.retrieve(alias, being_id, [cluster_id], with_vectors=True)
+        with self._searches.running():
+            if self.index.resolve_alias(alias) is None:
+                return None
+            found = self.index.retrieve(alias, being_id, [cluster_id], with_vectors=True)
         return found[0].vector if found and found[0].vector is not None else None
 
 

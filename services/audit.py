@@ -15,6 +15,7 @@ from domain.errors import InvalidInput
 from domain.node import MemoryNode
 from domain.note import Note
 from domain.patrol_run import PatrolRun
+from domain.token import ApiToken
 from services.beings import parse_uuid, resolve_being
 from services.errors import NotFound
 from services.jsonview import aggregate_state, event_payload, event_type
@@ -29,6 +30,7 @@ class AggregateKind(StrEnum):
     NODE = "node"
     CLUSTER = "cluster"
     PATROL_RUN = "patrol-run"
+    TOKEN = "token"  # noqa: S105 - the aggregate kind, not a secret
 
 
 KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
@@ -37,6 +39,7 @@ KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
     AggregateKind.NODE: MemoryNode,
     AggregateKind.CLUSTER: Cluster,
     AggregateKind.PATROL_RUN: PatrolRun,
+    AggregateKind.TOKEN: ApiToken,
 }
 
 
@@ -146,7 +149,7 @@ class AuditQueries:
                     "version": notification.originator_version,
                     "timestamp": event.timestamp.isoformat(),
                     "type": event_type(event),
-                    "being_id": str(getattr(event, "being_id", "")) or None,
+                    "being_id": str(event.being_id) if getattr(event, "being_id", None) else None,
                     "payload": event_payload(event),
                 }
             )

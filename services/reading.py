@@ -8,6 +8,7 @@ Reads that reach nodes reactivate them (spec ❺'s table): `recall` +1, `recall_
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 import random
 from collections.abc import Sequence
@@ -22,6 +23,15 @@ from domain.node import MemoryNode, ReactivationSource
 from domain.scene import Scene
 from services.beings import resolve_being
 from services.errors import NotFound
+from services.query_text import (
+    DateSpan,
+    date_closeness,
+    first_date,
+    is_question,
+    node_dates,
+    query_dates,
+    strip_words,
+)
 from services.ranking import Profile, profile
 from services.thresholds import thresholds_for
 
@@ -139,16 +149,30 @@ class Reading:
         text = text.strip()
         if not text:
             raise InvalidInput("the query text must not be empty")
+        if "\x00" in text:
+            raise InvalidInput("the query text must not contain NUL characters")
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
         return text
 
     # -- the spec's tools ----------------------------------------------------------------------
 
-    def recall(self, being_ref: str, text: str) -> Recalled:
-        """Vector search over active and dying nodes (threshold per embedder), at most 3, each reactivated +1."""
+    def recall(
+        self,
+        being_ref: str,
+        text: str,
+        *,
+        vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
+    ) -> Recalled:
+        """Vector search over active and dying nodes (threshold per embedder), at most 3, each reactivated +1.
+
+        `vector`: the text's embedding by the configured embedder, when the caller already has it.
+        """
+        text = self._check_text(text)
         being_id = self._being(being_ref)
-        model, vector = self._vector(self._check_text(text))
+        model = self.e.embedder.model_id
+        if vector is None:
+            model, vector = self._vector(text)
         threshold = thresholds_for(model).recall
         hits = self.e.views.vectors.similar_nodes(
             being_id, model, vector, RECALL_LIMIT, statuses=["active", "dying"], threshold=threshold
@@ -196,31 +220,53 @@ class Reading:
         reactivate: bool = True,
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
     ) -> Found:
-        """Ranked retrieval: semantic + lexical (full-text index) + importance + recency, by profile."""
+        """Ranked retrieval: semantic + lexical (full-text index) + dates + neighbours + importance +
+        recency, by profile (ADR 0008)."""
         if not 1 <= k <= MAX_QUERY_K:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
         text = self._check_text(text)
         being_id = self._being(being_ref)
+        read = self.e.views.read
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
         n = max(p.candidates, k)
+        names = read.actor_terms(being_id, text) if p.actors_apart else set()
         semantic: list[tuple[str, float]] = []
         if p.semantic > 0:
             model = self.e.embedder.model_id
-            if vector is None:
-                model, vector = self._vector(text)
+            if vector is None:  # names are matched on the actors field, not in the vectors
+                model, vector = self._vector(strip_words(text, names))
             semantic = [
                 (str(i), s)
                 for i, s in self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
             ]
-        lexical = self.e.views.read.lexical(being_id, text, n, statuses) if p.lexical > 0 else []
+        lexical = read.lexical(being_id, text, n, statuses, actors=names) if p.lexical > 0 else []
         ids = list(dict.fromkeys([i for i, _ in semantic] + [i for i, _ in lexical]))
-        rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[UUID(i) for i in ids])}
-        scores = combine(p, semantic, lexical, rows, self.e.clock.now())
+        rows = read.ranking_rows(being_id, ids)
+        now = self.e.clock.now()
+        dates = query_dates(text) if p.dates > 0 else []
+        scores = combine(p, semantic, lexical, rows, now, dates)
+        if rows and (p.neighbours > 0 or p.answers > 0):
+            seeds = [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: p.neighbour_seeds]]
+            seqs = [rows[i]["seq"] for i in seeds if rows[i]["seq"] is not None]
+            extra = {
+                i: r
+                for i, r in read.neighbours(being_id, seqs, p.neighbour_radius, statuses).items()
+                if i not in rows
+            }
+            rows.update(extra)
+            scores.update(combine(p, semantic, lexical, extra, now, dates))
+            scores = spread_to_neighbours(p, scores, rows, seeds)
+        if p.question_penalty > 0:
+            scores = {
+                i: s * (1 - p.question_penalty) if is_question(rows[i]["action"]) else s
+                for i, s in scores.items()
+            }
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
-        hits = [NodeView.of(rows[i], s) for i, s in best if i in rows]
+        full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
+        hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         position = (
-            self._reactivate(being_id, [rows[h.id] for h in hits], ReactivationSource.QUERY)
+            self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
             if reactivate
             else None
         )
@@ -278,16 +324,30 @@ class Reading:
         )
 
 
+def _when(row: dict[str, Any]) -> list[Any]:
+    """A ranking row's `when`, decoded once."""
+    if "when" not in row:
+        row["when"] = json.loads(row["when_json"])
+    when: list[Any] = row["when"]
+    return when
+
+
 def combine(
     p: Profile,
     semantic: Sequence[tuple[str, float]],
     lexical: Sequence[tuple[str, float]],
     rows: dict[str, dict[str, Any]],
     now: _dt.datetime,
+    dates: Sequence[DateSpan] = (),
 ) -> dict[str, float]:
+    """Every row's score from its channel scores or ranks, by the profile's fusion (ADR 0008).
+
+    `rows` are ranking rows (`ReadModels.ranking_rows`): `when_json`, `importance`, `last_activated_at`."""
     sem = dict(semantic)
     lex = dict(lexical)
     top_lex = max(lex.values(), default=0.0) or 1.0
+    sem_hi = max(sem.values(), default=0.0)
+    sem_lo = min(sem.values(), default=0.0)
     sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
     lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
     out: dict[str, float] = {}
@@ -302,12 +362,51 @@ def combine(
                 for w, rank in ((p.semantic, sem_rank), (p.lexical, lex_rank))
                 if node_id in rank
             )
+        elif p.fusion == "scaled":
+            score = 0.0
+            if node_id in lex:
+                score += p.lexical * max(0.0, lex[node_id] / top_lex) ** p.lexical_power
+            if node_id in sem:
+                spread = sem_hi - sem_lo
+                score += p.semantic * ((sem[node_id] - sem_lo) / spread if spread > 1e-9 else 1.0)
         else:
             score = p.semantic * max(0.0, sem.get(node_id, 0.0)) + p.lexical * lex.get(node_id, 0.0) / top_lex
             score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
+        if dates and p.dates > 0:
+            score += p.dates * date_closeness(dates, node_dates(_when(row)), p.date_days)
         score += p.importance * row["importance"] + p.recency * recency
         out[node_id] = score if math.isfinite(score) else 0.0
     return out
+
+
+def spread_to_neighbours(
+    p: Profile, scores: dict[str, float], rows: dict[str, dict[str, Any]], seeds: Sequence[str]
+) -> dict[str, float]:
+    """Each seed passes a share of its score to the memories noted next to it on the same day
+    (`neighbours` each way, `answers` forward from a question), shrinking by `neighbour_decay` per
+    step; a memory keeps the best share it is offered (ADR 0008)."""
+    order = sorted((r["seq"], i) for i, r in rows.items() if r["seq"] is not None)
+    at = {i: k for k, (_, i) in enumerate(order)}
+    offered: dict[str, float] = {}
+    for seed in seeds:
+        if seed not in at:
+            continue
+        row, score = rows[seed], scores.get(seed, 0.0)
+        day = first_date(_when(row))
+        asks = is_question(row["action"])
+        for step in range(1, p.neighbour_radius + 1):
+            decay = p.neighbour_decay ** (step - 1)
+            for k, share in (
+                (at[seed] + step, max(p.neighbours, p.answers if asks else 0.0)),
+                (at[seed] - step, p.neighbours),
+            ):
+                if share <= 0 or not 0 <= k < len(order):
+                    continue
+                other = order[k][1]
+                if first_date(_when(rows[other])) != day:
+                    continue
+                offered[other] = max(offered.get(other, 0.0), share * decay * score)
+    return {i: s + offered.get(i, 0.0) for i, s in scores.items()}
 
 
 def render_context(

@@ -7,7 +7,7 @@ caller can learn that another being's resource exists.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -24,6 +24,8 @@ class AggregateStore:
     def __init__(self, app: Application[UUID]) -> None:
         self.app = app
         self.known_beings: dict[str, UUID] = {}
+        # Called after every successful save, e.g. to wake an in-process worker at once.
+        self.on_saved: list[Callable[[int], None]] = []
 
     def get(
         self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None
@@ -53,7 +55,10 @@ class AggregateStore:
             raise WriteRaced(exc) from exc
         if not recordings:
             return None
-        return max(r.notification.id for r in recordings)
+        position = max(r.notification.id for r in recordings)
+        for callback in self.on_saved:
+            callback(position)
+        return position
 
     def events(self, aggregate_id: UUID, *, lte: int | None = None) -> list[Any]:
         return list(self.app.events.get(aggregate_id, lte=lte))

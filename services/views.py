@@ -25,6 +25,7 @@ from projections.notes import NotesView
 from projections.patrol_runs import PatrolRunsView
 from projections.queries import ReadModels
 from projections.sql import ViewDatabase
+from projections.tokens import TokensView
 from projections.vector_index import VectorIndex
 from projections.vectors import VectorQueries, VectorsView
 from services.config import Settings
@@ -51,7 +52,15 @@ class Views:
         self.vectors_view = VectorsView(self._open_vector_index)
         self.projections: dict[str, Projection] = {
             p.name: p
-            for p in (BeingsView(), NotesView(), MemoryView(), PatrolRunsView(), self.vectors_view, *extra)
+            for p in (
+                BeingsView(),
+                NotesView(),
+                MemoryView(),
+                PatrolRunsView(),
+                self.vectors_view,
+                TokensView(),
+                *extra,
+            )
         }
         self._pg: Any = None
         self._conninfo: str | None = None

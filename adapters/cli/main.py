@@ -324,7 +324,7 @@ def pin(ctx: Context, being_ref: str, node_id: UUID, off: bool, *, as_json: bool
 
 # -- auditing -------------------------------------------------------------------------------
 
-KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run"])
+KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run", "token"])
 
 
 @cli.command("history")
@@ -394,12 +394,13 @@ def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, 
 
 
 from adapters.cli import admin as _admin  # noqa: E402
+from adapters.cli import bench_cmds as _bench  # noqa: E402
 from adapters.cli import demo as _demo  # noqa: E402
 from adapters.cli import http_cmds as _http  # noqa: E402
 from adapters.cli import mcp_cmds as _mcp  # noqa: E402
 from adapters.cli import reading_cmds as _reading  # noqa: E402
 
-for _module in (_demo, _admin, _reading, _http, _mcp):
+for _module in (_demo, _admin, _reading, _http, _mcp, _bench):
     _module.register(cli, command)
 
 

@@ -122,7 +122,8 @@ class HashingEmbedder:
         flat = rows * self._dim + np.asarray(buckets, dtype=np.int64)
         # bincount sums colliding features of a text in one vectorised pass.
         summed = np.bincount(flat, weights=np.asarray(weights, dtype=np.float64), minlength=n * self._dim)
-        matrix = summed.reshape(n, self._dim)
+        # bincount of an empty input is integer-typed: texts with no words would break the division below.
+        matrix = summed.astype(np.float64).reshape(n, self._dim)
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         normalised: npt.NDArray[np.float64] = np.divide(
             matrix, norms, out=np.zeros_like(matrix), where=norms > 0

@@ -15,6 +15,7 @@ from eventsourcing.persistence import JSONTranscoder
 
 from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32
 from domain.being import Being
+from domain.node import MemoryNode
 from domain.patrol_run import PatrolRun
 
 APPLICATION_NAME = "engram"
@@ -91,7 +92,8 @@ def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
 class EventLog(Application[UUID]):
     name = APPLICATION_NAME
     # Beings gain an event per patrol cycle; snapshots keep their replay short.
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200}
+    # Nodes gain an event per read (reactivation): snapshots keep often-recalled nodes fast to load.
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200, MemoryNode: 50}
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

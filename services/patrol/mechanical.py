@@ -49,8 +49,11 @@ def _repair_failed_notes(ctx: StepContext) -> None:
         rejected: list[dict[str, Any]] = []
         at = ctx.clock.now()
         if asked.plan is not None:
+            data = asked.plan.model_dump(exclude_none=True)
+            if not data.get("when"):  # the prompt allows no dates: the scene is dated by its note
+                data["when"] = [note.created_on.date().isoformat()]
             try:
-                scene = validate_scene_object(asked.plan.model_dump(exclude_none=True))
+                scene = validate_scene_object(data)
                 note.repair(scene, asked.model, at)
                 ctx.count("repaired")
             except InvalidScene as exc:
@@ -97,6 +100,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     vectors = ctx.embedder.embed([scene.scene.embed_text(scene.feeling) for _, scene in items])
     clusters: dict[str, Cluster] = {str(c.id): c for c in roots.values()}
     exclude = [c.id for c in roots.values()]
+    llm_down = False  # after an outage (retries already spent by the adapter) the fallback classifies
     for part in chunks(list(zip(items, vectors, strict=True)), SAVE_BATCH):
         aggregates: list[Any] = []
         decisions: list[tuple[str, dict[str, Any]]] = []
@@ -114,7 +118,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
                 ctx.count("assigned_to_subcluster")
             else:
                 root = classify_root_fallback(scene.scene.action, scene.themes)
-                if ctx.llm is not None:
+                if ctx.llm is not None and not llm_down:
                     asked = ask(
                         ctx.llm,
                         "classify_root",
@@ -122,6 +126,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
                         ClassifyRoot,
                         "fast",
                     )
+                    llm_down = asked.transient
                     if isinstance(asked.plan, ClassifyRoot):
                         root = asked.plan.root
                         ctx.count("llm_classified")
@@ -155,6 +160,22 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     return ctx.counts
 
 
+def _created_since(ctx: StepContext, since: str) -> list[dict[str, Any]]:
+    """The being's nodes created at or after `since`, oldest first, in O(new), not O(all nodes).
+
+    No view index serves `created_at`; a node's last activation is its creation or a later read, so
+    the nodes created since `since` are among those activated since, which the (being, last
+    activation) index lists newest first.
+    """
+    limit = 256
+    while True:
+        rows = ctx.read.nodes(ctx.being_id, order="recent", limit=limit)
+        if len(rows) < limit or rows[-1]["last_activated_at"] < since:
+            break
+        limit *= 4
+    return sorted((r for r in rows if r["created_at"] >= since), key=lambda r: (r["created_at"], r["id"]))
+
+
 def birth_subclusters(ctx: StepContext) -> dict[str, int] | Skip:
     """ADR 0007: ≥ 3 mutually similar active nodes directly under a root become a sub-cluster.
 
@@ -162,8 +183,9 @@ def birth_subclusters(ctx: StepContext) -> dict[str, int] | Skip:
     """
     since = ctx.run().created_on.isoformat()
     being = ctx.being()
+    new = _created_since(ctx, since)
     for root_id in being.root_ids.values():
-        seeds = ctx.read.nodes(ctx.being_id, statuses=["active"], cluster_id=root_id, created_since=since)
+        seeds = [n for n in new if n["cluster_id"] == str(root_id) and n["status"] == "active"]
         taken: set[str] = set()
         for seed in seeds:
             if seed["id"] in taken or seed["embedding_model"] is None:

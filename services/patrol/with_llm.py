@@ -181,12 +181,20 @@ def diary(ctx: StepContext) -> dict[str, int] | Skip:
         )
         return Skip(f"no usable diary: {problem}")
     at = ctx.clock.now()
-    being.write_diary(
-        subject, "\n".join(ln.strip() for ln in asked.plan.diary.splitlines() if ln.strip()), at
-    )
-    being.write_think_md(
-        "\n".join(f"- {n.strip().lstrip('-• ').strip()}" for n in asked.plan.think_md if n.strip()), at
-    )
+    try:
+        being.write_diary(
+            subject, "\n".join(ln.strip() for ln in asked.plan.diary.splitlines() if ln.strip()), at
+        )
+        being.write_think_md(
+            "\n".join(f"- {n.strip().lstrip('-• ').strip()}" for n in asked.plan.think_md if n.strip()), at
+        )
+    except DomainError as exc:  # e.g. longer than the being accepts: refused, never a crashed patrol
+        ctx.save(
+            _record(
+                ctx, PatrolStep.DIARY, "write_diary", subject, asked, [{"item": None, "reason": exc.message}]
+            )
+        )
+        return Skip(f"no usable diary: {exc.message}")
     ctx.save(being, _record(ctx, PatrolStep.DIARY, "write_diary", subject, asked, []))
     ctx.count("diary_written")
     return ctx.counts

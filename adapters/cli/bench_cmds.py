@@ -1,0 +1,122 @@
+"""`engram bench locomo PATH`: retrieval quality on a file in LoCoMo's format (adapters/bench)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from adapters.cli.output import emit_json
+
+
+def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
+    @cli.group()
+    def bench() -> None:
+        """Benchmarks that print figures (see docs/benchmarks.md)."""
+
+    @bench.command("ingest")
+    @click.option("--database-url", default=None, help="Measure on PostgreSQL (default: SQLite in a temp dir).")
+    @click.option("--singles", default=500, show_default=True, type=click.IntRange(1))
+    @click.option("--batched", default=10_000, show_default=True, type=click.IntRange(1))
+    @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 1000))
+    @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1))
+    @command
+    def ingest(
+        ctx: Any, database_url: str | None, singles: int, batched: int, batch_size: int, repeats: int, *, as_json: bool
+    ) -> None:
+        """Notes per second: one note per command, and batched."""
+        from adapters.bench import ingest as ingest_bench
+        from adapters.cli.output import emit_json
+
+        result = ingest_bench.run(database_url, singles, batched, batch_size, repeats)
+        emit_json(result) if as_json else click.echo(ingest_bench.render(result))
+
+    @bench.command("locomo")
+    @click.argument("path", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+    @click.option(
+        "--limit-conversations",
+        type=click.IntRange(1),
+        default=None,
+        help="Only the first N conversations of the file.",
+    )
+    @click.option(
+        "--profile",
+        "profiles",
+        multiple=True,
+        help="A ranking profile to evaluate (repeatable); default: lexical, semantic and default.",
+    )
+    @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Hits per query.")
+    @click.option(
+        "--reuse-data",
+        type=click.Path(path_type=Path, file_okay=False),
+        default=None,
+        help="Keep the ingested data in DIR; a later run on the same file only re-runs the queries.",
+    )
+    @click.option(
+        "--batch-size", type=click.IntRange(1, 1000), default=500, show_default=True, help="Notes per batch."
+    )
+    @click.option(
+        "--details",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Write every question's ranked hits and scores to this JSON-lines file.",
+    )
+    @command
+    def locomo(
+        ctx: Any,
+        path: Path,
+        limit_conversations: int | None,
+        profiles: tuple[str, ...],
+        k: int,
+        reuse_data: Path | None,
+        batch_size: int,
+        details: Path | None,
+        *,
+        as_json: bool,
+    ) -> None:
+        """Ingest PATH (LoCoMo format) into a fresh data dir, query every question, score per category.
+
+        Each conversation becomes a being, each turn a scene note; a patrol without an LLM makes the
+        nodes; each question runs through `query` (k hits, no reactivation) once per profile. The
+        embedder comes from ENGRAM_EMBEDDER (default offline MiniLM); the LLM is always off.
+        """
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from adapters.bench.report import render_locomo
+        from adapters.bench.run_locomo import DEFAULT_PROFILES, LocomoOptions, run
+
+        options = LocomoOptions(
+            path=path,
+            profiles=tuple(dict.fromkeys(profiles)) or DEFAULT_PROFILES,
+            k=k,
+            limit_conversations=limit_conversations,
+            reuse_data=reuse_data,
+            batch_size=batch_size,
+        )
+        with Progress(
+            TextColumn("{task.description:<20}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            transient=True,
+            disable=as_json,
+        ) as bar:
+            tasks: dict[str, Any] = {}
+
+            def progress(stage: str, done: int, total: int) -> None:
+                if stage not in tasks:
+                    tasks[stage] = bar.add_task(stage, total=total)
+                bar.update(tasks[stage], completed=done, total=total)
+
+            result = run(options, ctx.settings, progress=progress)
+        if details is not None:
+            with details.open("w", encoding="utf-8") as fh:
+                for q in result.questions:
+                    fh.write(json.dumps(q, ensure_ascii=False, default=str) + "\n")
+        if as_json:
+            emit_json(result.report)
+        else:
+            click.echo(render_locomo(result.report))

@@ -1,0 +1,97 @@
+"""The FastAPI application: `create_app(engram)` wires routes, errors, auth, limits and logging."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from adapters.http import problems
+from adapters.http.config import HttpSettings
+from adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
+from adapters.http.routes import _version, admin, public, v1
+from services.bootstrap import Engram
+from services.tokens import DEV_ADMIN, TokenService
+
+DESCRIPTION = """\
+Event-sourced long-term memory for AI agents.
+
+Every `/v1` endpoint except `/v1/health` needs `Authorization: Bearer <token>`: a being token
+(`engram token create --being NAME`) reaches that being only; an admin token (`--admin`) reaches
+every being and `/v1/admin`. A being is addressed by name or id. Errors are RFC 9457 problem
+details (`application/problem+json`) with Engram's `code`. See `adapters/http/README.md`.
+"""
+
+
+def _warm_up(engram: Engram) -> None:
+    """Open the views and the vector index, build the embedder: the first request should not pay."""
+    engram.views.ensure()
+    _ = engram.embedder
+
+
+def create_app(
+    engram: Engram,
+    *,
+    settings: HttpSettings | None = None,
+    auth: bool = True,
+    close_on_shutdown: bool = False,
+    warm_up: bool = True,
+) -> FastAPI:
+    """The API over one `Engram`. With `auth=False` every caller is an admin (development only)."""
+    settings = settings or HttpSettings()
+    tokens = TokenService(engram, refresh_s=settings.token_refresh_s)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if warm_up:
+            await anyio.to_thread.run_sync(_warm_up, engram)
+        try:
+            yield
+        finally:
+            if close_on_shutdown:
+                engram.close()
+
+    app = FastAPI(
+        title="Engram",
+        version=_version(),
+        description=DESCRIPTION,
+        openapi_url="/openapi.json",
+        docs_url="/docs",
+        redoc_url=None,
+        lifespan=lifespan,
+        strict_content_type=False,
+    )
+    app.state.engram = engram
+    app.state.tokens = tokens
+    app.include_router(public)
+    app.include_router(v1)
+    app.include_router(admin)
+    app.state.api_routes = [*public.routes, *v1.routes, *admin.routes]
+    problems.install(app)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            problems.add_problem_schemas(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+    # Added innermost first: RequestLog wraps Authenticate wraps BodyGuard wraps the routes.
+    app.add_middleware(BodyGuard, max_body_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        Authenticate,
+        verify=tokens.verify if auth else None,
+        buckets=TokenBuckets(settings.rate_limit_per_s, settings.rate_limit_burst),
+        public={"/v1/health"},
+        dev_principal=None if auth else DEV_ADMIN,
+    )
+    app.add_middleware(RequestLog)
+    return app

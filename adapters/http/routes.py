@@ -1,0 +1,490 @@
+"""The `/v1` routes. Handlers are plain functions (run in the worker thread pool) that call the services.
+
+Every being-scoped route resolves `{being}` through `being_access`, so a being token never reaches
+another being; the services are then called with the being's id.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Header, Query, Response
+
+from adapters.http.deps import Admin, Being, Caller, EngramDep, Tokens, parse_as_of
+from adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT
+from adapters.http.schemas import (
+    BeingCreate,
+    BeingSummary,
+    ClusterRow,
+    Health,
+    HistoryEvent,
+    ItemKind,
+    LlmProvider,
+    LogEntry,
+    NoteBatch,
+    NotePatch,
+    NoteRow,
+    PatrolIn,
+    PatrolOut,
+    PatrolRunRow,
+    ProjectionStatus,
+    QueryIn,
+    Rebuilt,
+    RecallIn,
+    SearchMode,
+    SoulIn,
+    TokenCreate,
+)
+from domain.errors import InvalidInput
+from domain.node import NodeStatus
+from domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
+from domain.token import MAX_LABEL_CHARS
+from services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, ContextView, Found, NodeView, Recalled
+from services.tokens import IssuedToken, TokenInfo
+
+MAX_LIST = 1000
+MAX_LLM_KEY_CHARS = 1000
+
+AsOf = Annotated[
+    str | None,
+    Query(
+        max_length=64,
+        description="A version number (`3`) or an ISO instant with a timezone (`2026-11-20T09:00:00Z`).",
+    ),
+]
+
+
+def _version() -> str:
+    try:
+        return version("engram")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree without metadata
+        return "unknown"
+
+
+public = APIRouter(prefix="/v1", tags=["health"])
+v1 = APIRouter(prefix="/v1", responses={**COMMON})
+admin = APIRouter(prefix="/v1/admin", tags=["admin"], responses={**COMMON, **ADMIN})
+
+
+@public.get("/health", name="health", response_model=Health)
+def health() -> Health:
+    """Liveness: no token needed."""
+    return Health(status="ok", version=_version())
+
+
+# -- beings ---------------------------------------------------------------------------------------
+
+
+def _summary(row: dict[str, Any]) -> BeingSummary:
+    return BeingSummary(
+        id=row["id"],
+        name=row["name"],
+        cycle=row["cycle"],
+        roots={"Business": row["business_root_id"], "Private": row["private_root_id"]},
+        registered_at=row["registered_at"],
+        last_cycle_at=row["last_cycle_at"],
+    )
+
+
+@v1.post(
+    "/beings",
+    name="create_being",
+    status_code=201,
+    response_model=BeingRegistered,
+    tags=["beings"],
+    responses={**BAD_JSON, **CONFLICT, **ADMIN},
+)
+def create_being(body: BeingCreate, engram: EngramDep, _caller: Admin) -> BeingRegistered:
+    """Register a being (admin). A second being with the same name is a 409."""
+    result = engram.beings.register(body.name)
+    if body.soul:
+        soul = engram.beings.define_soul(result.being_id, body.soul)
+        result = result.model_copy(update={"position": soul.position})
+    return result
+
+
+@v1.get("/beings", name="list_beings", response_model=list[BeingSummary], tags=["beings"])
+def list_beings(engram: EngramDep, caller: Caller) -> list[BeingSummary]:
+    """Every being for an admin token; the token's own being for a being token."""
+    engram.views.ensure(names=["beings"])
+    rows = engram.views.read.beings()
+    return [_summary(r) for r in rows if caller.being_id is None or r["id"] == str(caller.being_id)]
+
+
+@v1.get("/beings/{being}", name="get_being", response_model=dict[str, Any], tags=["beings"])
+def get_being(being: Being, engram: EngramDep, as_of: AsOf = None) -> dict[str, Any]:
+    """The being's state (name, cycle, soul, think_md, diary), now or as of a version or an instant."""
+    version_, instant = parse_as_of(as_of)
+    return engram.audit.state("being", being.ref, version=version_, as_of=instant)
+
+
+@v1.get("/beings/{being}/history", name="being_history", response_model=list[HistoryEvent], tags=["beings"])
+def being_history(being: Being, engram: EngramDep) -> list[dict[str, Any]]:
+    """Every event of the being itself, oldest first."""
+    return engram.audit.history("being", being.ref)
+
+
+@v1.put(
+    "/beings/{being}/soul",
+    name="define_soul",
+    response_model=Done,
+    tags=["beings"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def define_soul(body: SoulIn, being: Being, engram: EngramDep) -> Done:
+    return engram.beings.define_soul(being.ref, body.soul)
+
+
+@v1.get("/beings/{being}/context", name="context", response_model=ContextView, tags=["memory"])
+def context(being: Being, engram: EngramDep) -> ContextView:
+    """The being's context: system prompt (soul, think_md, rules…), snapshot and recent memories."""
+    return engram.reading.context(being.ref)
+
+
+# -- notes ----------------------------------------------------------------------------------------
+
+
+@v1.post(
+    "/beings/{being}/notes",
+    name="take_note",
+    status_code=201,
+    response_model=NoteTaken,
+    tags=["notes"],
+    responses={
+        200: {"model": NoteTaken, "description": "Replayed: the idempotency key was used before."},
+        **BAD_JSON,
+        **CONFLICT,
+    },
+)
+def take_note(
+    body: NoteInput,
+    being: Being,
+    engram: EngramDep,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=MAX_IDEMPOTENCY_KEY_CHARS,
+            description="Same as the body's `idempotency_key` (give one or the other, or the same in both).",
+        ),
+    ] = None,
+) -> NoteTaken:
+    """Note one scene (or another kind of note). 201 when written, 200 when an idempotency key replayed."""
+    if idempotency_key is not None:
+        if body.idempotency_key not in (None, idempotency_key):
+            raise InvalidInput("the Idempotency-Key header and the body's idempotency_key differ")
+        body = body.model_copy(update={"idempotency_key": idempotency_key})
+    taken = engram.notes.take(being.ref, body)
+    response.status_code = 200 if taken.duplicate else 201
+    return taken
+
+
+@v1.post(
+    "/beings/{being}/notes/batch",
+    name="take_notes",
+    status_code=201,
+    response_model=NotesTaken,
+    tags=["notes"],
+    responses={
+        200: {"model": NotesTaken, "description": "Every note replayed an earlier one: nothing written."},
+        **BAD_JSON,
+        **CONFLICT,
+    },
+)
+def take_notes(body: NoteBatch, being: Being, engram: EngramDep, response: Response) -> NotesTaken:
+    """Up to 1,000 notes in one transaction: all are validated first, and all or none are written."""
+    taken = engram.notes.take_many(being.ref, body.notes)
+    response.status_code = 201 if taken.position is not None else 200
+    return taken
+
+
+@v1.get("/beings/{being}/notes", name="list_notes", response_model=list[NoteRow], tags=["notes"])
+def list_notes(
+    being: Being,
+    engram: EngramDep,
+    kind: Annotated[list[NoteKind] | None, Query(description="Only these kinds.")] = None,
+    unread: Annotated[
+        bool | None, Query(description="true: only unread notes; false: only read ones.")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> list[dict[str, Any]]:
+    """The being's notes in the order they were taken."""
+    engram.views.ensure(names=["notes"])
+    read = None if unread is None else not unread
+    kinds = [k.value for k in kind] if kind else None
+    return engram.views.read.notes(being.id, kinds=kinds, read=read, limit=limit)
+
+
+@v1.patch(
+    "/beings/{being}/notes/{note_id}",
+    name="update_note",
+    response_model=NoteTaken,
+    tags=["notes"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def update_note(note_id: UUID, body: NotePatch, being: Being, engram: EngramDep) -> NoteTaken:
+    """Mark a note read or unread, enable or disable it."""
+    if body.read is None and body.enabled is None:
+        raise InvalidInput("give `read` and/or `enabled`")
+    result: NoteTaken | None = None
+    if body.read is not None:
+        result = engram.notes.mark_read(being.ref, note_id, read=body.read)
+    if body.enabled is not None:
+        result = engram.notes.set_enabled(being.ref, note_id, body.enabled)
+    assert result is not None
+    return result
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+@v1.post(
+    "/beings/{being}/recall",
+    name="recall",
+    response_model=Recalled,
+    tags=["memory"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
+    """The spec's `recall`: up to 3 relevant memories as a fragment stream; each is reactivated."""
+    return engram.reading.recall(being.ref, body.query)
+
+
+@v1.post(
+    "/beings/{being}/clusters/{cluster_id}/recall",
+    name="recall_cluster",
+    response_model=Found,
+    tags=["memory"],
+    responses={**CONFLICT},
+)
+def recall_cluster(cluster_id: UUID, being: Being, engram: EngramDep) -> Found:
+    """The spec's `recall_memory`: every memory of one cluster (live +1, dead +2)."""
+    return engram.reading.recall_memory(being.ref, cluster_id)
+
+
+@v1.get(
+    "/beings/{being}/search",
+    name="search",
+    response_model=Found,
+    tags=["memory"],
+    responses={**CONFLICT},
+)
+def search(
+    being: Being,
+    engram: EngramDep,
+    q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="Space-separated terms.")],
+    mode: SearchMode = SearchMode.OR,
+    limit: Annotated[int, Query(ge=1, le=MAX_QUERY_K)] = 50,
+) -> Found:
+    """The spec's `search_memory`: keyword match on action, feeling, when and themes; reactivates."""
+    return engram.reading.search_memory(being.ref, q, mode.value, limit)
+
+
+@v1.post(
+    "/beings/{being}/query",
+    name="query",
+    response_model=Found,
+    tags=["memory"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def query(body: QueryIn, being: Being, engram: EngramDep) -> Found:
+    """Ranked retrieval (semantic + lexical + importance + recency) by profile."""
+    return engram.reading.query(
+        being.ref,
+        body.query,
+        body.k,
+        profile_name=body.profile,
+        include_dead=body.include_dead,
+        reactivate=body.reactivate,
+    )
+
+
+@v1.get("/beings/{being}/nodes", name="list_nodes", response_model=list[NodeView], tags=["memory"])
+def list_nodes(
+    being: Being,
+    engram: EngramDep,
+    status: Annotated[list[NodeStatus] | None, Query(description="Only these statuses.")] = None,
+    cluster_id: UUID | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> list[NodeView]:
+    """The being's memory nodes, most recently activated first. Reactivates nothing."""
+    engram.views.ensure(names=["memory"])
+    rows = engram.views.read.nodes(
+        being.id,
+        statuses=[s.value for s in status] if status else None,
+        cluster_id=cluster_id,
+        order="recent",
+        limit=limit,
+    )
+    return [NodeView.of(r) for r in rows]
+
+
+@v1.put(
+    "/beings/{being}/nodes/{node_id}/pin",
+    name="pin_node",
+    response_model=Done,
+    tags=["memory"],
+    responses={**CONFLICT},
+)
+def pin_node(node_id: UUID, being: Being, engram: EngramDep) -> Done:
+    """Pin a node: pinned nodes never decay. Pinning a dead node is refused (409): recall it first."""
+    return engram.nodes.pin(being.ref, node_id)
+
+
+@v1.delete(
+    "/beings/{being}/nodes/{node_id}/pin",
+    name="unpin_node",
+    response_model=Done,
+    tags=["memory"],
+    responses={**CONFLICT},
+)
+def unpin_node(node_id: UUID, being: Being, engram: EngramDep) -> Done:
+    return engram.nodes.unpin(being.ref, node_id)
+
+
+@v1.get("/beings/{being}/clusters", name="list_clusters", response_model=list[ClusterRow], tags=["memory"])
+def list_clusters(being: Being, engram: EngramDep) -> list[dict[str, Any]]:
+    """The being's clusters: the two roots first, then sub-clusters by creation."""
+    engram.views.ensure(names=["memory"])
+    return engram.views.read.clusters(being.id)
+
+
+# -- patrol ---------------------------------------------------------------------------------------
+
+
+@v1.post(
+    "/beings/{being}/patrol",
+    name="patrol",
+    response_model=PatrolOut,
+    tags=["patrol"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def patrol(
+    being: Being,
+    engram: EngramDep,
+    body: PatrolIn | None = None,
+    llm_key: Annotated[
+        str | None,
+        Header(
+            alias="X-LLM-Key",
+            max_length=MAX_LLM_KEY_CHARS,
+            description="Bring your own key: used for this patrol only, never stored or logged.",
+        ),
+    ] = None,
+    llm_provider: Annotated[
+        LlmProvider,
+        Header(
+            alias="X-LLM-Provider",
+            description="With X-LLM-Key: auto (by the key's shape: sk-ant-… is Anthropic), anthropic or openai.",
+        ),
+    ] = LlmProvider.AUTO,
+) -> dict[str, Any]:
+    """Run (or resume) a patrol of the being. 409 while another patrol of it runs."""
+    llm = None
+    if llm_key:
+        from adapters.llm.factory import build_llm
+
+        llm = build_llm(engram.settings, api_key_override=llm_key, provider_override=llm_provider.value)
+    dry_run = body.dry_run if body is not None else False
+    return engram.patrol(being.ref, dry_run=dry_run, llm=llm).as_dict()
+
+
+@v1.get(
+    "/beings/{being}/patrol-runs", name="list_patrol_runs", response_model=list[PatrolRunRow], tags=["patrol"]
+)
+def list_patrol_runs(
+    being: Being, engram: EngramDep, limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 20
+) -> list[dict[str, Any]]:
+    """The being's patrol runs, latest first, with their steps."""
+    engram.views.ensure(names=["patrol_runs"])
+    return engram.views.read.patrol_runs(being.id, limit)
+
+
+# -- any item of a being: state as of, history --------------------------------------------------------
+
+
+@v1.get("/beings/{being}/{kind}/{item_id}", name="get_item", response_model=dict[str, Any], tags=["audit"])
+def get_item(
+    kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep, as_of: AsOf = None
+) -> dict[str, Any]:
+    """A note, node, cluster or patrol run, replayed from the log: now, or as of a version or an instant."""
+    version_, instant = parse_as_of(as_of)
+    return engram.audit.state(kind.audit_kind, str(item_id), version=version_, as_of=instant, being=being.ref)
+
+
+@v1.get(
+    "/beings/{being}/{kind}/{item_id}/history",
+    name="item_history",
+    response_model=list[HistoryEvent],
+    tags=["audit"],
+)
+def item_history(kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep) -> list[dict[str, Any]]:
+    """Every event of a note, node, cluster or patrol run, oldest first."""
+    return engram.audit.history(kind.audit_kind, str(item_id), being=being.ref)
+
+
+# -- admin ----------------------------------------------------------------------------------------
+
+
+@admin.get("/projections", name="projections_status", response_model=list[ProjectionStatus])
+def projections_status(engram: EngramDep, _caller: Admin) -> list[dict[str, Any]]:
+    """Each projection's position, the head of the log, the lag and the last error."""
+    rows = engram.views.status()
+    for row in rows:
+        row["building"] = {str(k): v for k, v in row["building"].items()}
+    return rows
+
+
+@admin.post(
+    "/projections/{name}/rebuild",
+    name="rebuild_projection",
+    response_model=Rebuilt,
+    responses={**CONFLICT},
+)
+def rebuild_projection(name: str, engram: EngramDep, _caller: Admin) -> Rebuilt:
+    """Rebuild one projection from the log, blue-green (reads keep working until the switch)."""
+    return Rebuilt(projection=name, generation=engram.views.rebuild(name))
+
+
+@admin.get("/log", name="global_log", response_model=list[LogEntry])
+def global_log(
+    engram: EngramDep,
+    _caller: Admin,
+    being: Annotated[
+        str | None, Query(min_length=1, max_length=100, description="Only this being's events.")
+    ] = None,
+    after: Annotated[int, Query(ge=0, description="Start after this log position.")] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+) -> list[dict[str, Any]]:
+    """The global event log in order."""
+    return engram.audit.log(being=being, after=after, limit=limit)
+
+
+@admin.post(
+    "/tokens", name="create_token", status_code=201, response_model=IssuedToken, responses={**BAD_JSON}
+)
+def create_token(body: TokenCreate, tokens: Tokens, _caller: Admin) -> IssuedToken:
+    """Issue a token for one being (`being`) or an admin token (`admin: true`). The token is shown once."""
+    return tokens.issue(being=body.being, admin=body.admin, label=body.label)
+
+
+@admin.get("/tokens", name="list_tokens", response_model=list[TokenInfo])
+def list_tokens(tokens: Tokens, _caller: Admin, include_revoked: bool = False) -> list[TokenInfo]:
+    """Every token's id, prefix, scope, being and label; never the token."""
+    return tokens.list(include_revoked=include_revoked)
+
+
+@admin.delete("/tokens/{token_id}", name="revoke_token", response_model=Done)
+def revoke_token(
+    token_id: UUID,
+    tokens: Tokens,
+    _caller: Admin,
+    reason: Annotated[str, Query(max_length=MAX_LABEL_CHARS)] = "",
+) -> Done:
+    """Revoke a token: it stops working within a second. Revoking it again changes nothing."""
+    return tokens.revoke(str(token_id), reason)

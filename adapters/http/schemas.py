@@ -1,0 +1,177 @@
+"""Request and response bodies of the HTTP API that the services do not already define."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from domain.being import MAX_NAME_CHARS, MAX_SOUL_CHARS
+from domain.token import MAX_LABEL_CHARS
+from services.commands import MAX_BATCH_NOTES, NoteInput
+from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    version: str
+
+
+class BeingCreate(Body):
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS, description="Unique, case-sensitive.")
+    soul: str | None = Field(None, max_length=MAX_SOUL_CHARS, description="The persona text.")
+
+
+class BeingSummary(BaseModel):
+    id: str
+    name: str
+    cycle: int
+    roots: dict[str, str]
+    registered_at: str
+    last_cycle_at: str | None
+
+
+class SoulIn(Body):
+    soul: str = Field(max_length=MAX_SOUL_CHARS)
+
+
+class NoteBatch(Body):
+    notes: list[NoteInput] = Field(min_length=1, max_length=MAX_BATCH_NOTES)
+
+
+class NotePatch(Body):
+    read: bool | None = Field(None, description="Mark the note read (true) or unread (false).")
+    enabled: bool | None = Field(None, description="Enable or disable the note (rules, preferences, …).")
+
+
+class NoteRow(BaseModel):
+    id: str
+    kind: str
+    text: str
+    read: bool
+    enabled: bool
+    parse_status: str
+    parse_error: str | None
+    idempotency_key: str | None
+    source_ref: str | None
+    node_id: str | None
+    created_at: str
+
+
+class ClusterRow(BaseModel):
+    id: str
+    name: str
+    parent_id: str
+    is_root: bool
+    active_count: int
+    total_count: int
+    created_at: str
+
+
+class PatrolRunRow(BaseModel):
+    id: str
+    cycle: int
+    llm: str | None
+    started_at: str
+    finished_at: str | None
+    steps: dict[str, Any]
+    decisions: int
+    rejected: int
+
+
+class RecallIn(Body):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+
+
+class QueryIn(Body):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(10, ge=1, le=MAX_QUERY_K)
+    profile: str = Field("default", max_length=40, description="default, spec-001, semantic or lexical.")
+    include_dead: bool = False
+    reactivate: bool = Field(True, description="False: an auditor's read that leaves the nodes as they are.")
+
+
+class SearchMode(StrEnum):
+    OR = "or"
+    AND = "and"
+
+
+class PatrolIn(Body):
+    dry_run: bool = Field(False, description="Show what would change; write nothing.")
+
+
+class LlmProvider(StrEnum):
+    AUTO = "auto"
+    ANTHROPIC = "anthropic"
+    OPENAI = "openai"
+
+
+class PatrolOut(BaseModel):
+    being_id: str
+    being: str
+    cycle: int
+    dry_run: bool
+    llm: str | None = Field(description="provider:model of the LLM used, or null (mechanical steps only).")
+    resumed: bool
+    steps: list[dict[str, Any]]
+
+
+class HistoryEvent(BaseModel):
+    version: int
+    timestamp: str
+    type: str
+    payload: dict[str, Any]
+
+
+class LogEntry(BaseModel):
+    position: int
+    kind: str | None
+    aggregate_id: str
+    version: int
+    timestamp: str
+    type: str
+    being_id: str | None
+    payload: dict[str, Any]
+
+
+class ItemKind(StrEnum):
+    NOTES = "notes"
+    NODES = "nodes"
+    CLUSTERS = "clusters"
+    PATROL_RUNS = "patrol-runs"
+
+    @property
+    def audit_kind(self) -> str:
+        return {"notes": "note", "nodes": "node", "clusters": "cluster", "patrol-runs": "patrol-run"}[
+            self.value
+        ]
+
+
+class ProjectionStatus(BaseModel):
+    name: str
+    generation: int
+    position: int
+    head: int
+    lag: int
+    schema_version: int
+    code_schema_version: int
+    needs_rebuild: bool
+    last_error: str | None
+    last_error_at: str | None
+    building: dict[str, int]
+
+
+class Rebuilt(BaseModel):
+    projection: str
+    generation: int
+
+
+class TokenCreate(Body):
+    being: str | None = Field(None, min_length=1, max_length=100, description="The being's name or id.")
+    admin: bool = Field(False, description="An admin token instead of a being token.")
+    label: str = Field("", max_length=MAX_LABEL_CHARS)

@@ -1,0 +1,102 @@
+"""The pieces of `query`'s default ranking (ADR 0008): dates, names, scaled fusion, neighbours."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from services.query_text import date_closeness, first_date, is_question, node_dates, query_dates, strip_words
+from services.ranking import PROFILES
+from services.reading import combine, spread_to_neighbours
+
+NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
+
+
+def row(
+    seq: int | None, day: str = "2023-05-08", action: str = "x", importance: float = 0.5
+) -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "action": action,
+        "when_json": json.dumps([day]),
+        "importance": importance,
+        "last_activated_at": NOW.isoformat(),
+    }
+
+
+def test_dates_a_query_names() -> None:
+    day = dt.date(2023, 10, 13)
+    assert query_dates("What did she show on October 13, 2023?") == [(day, day)]
+    assert query_dates("on 13th of Oct 2023") == [(day, day)]
+    assert query_dates("since 2023-10-13") == [(day, day)]
+    assert query_dates("in May 2023") == [(dt.date(2023, 5, 1), dt.date(2023, 5, 31))]
+    assert query_dates("May I ask what happened last week in 2023?") == []
+    assert query_dates("on 31 February 2023") == [(dt.date(2023, 2, 1), dt.date(2023, 2, 28))]  # the month
+
+
+def test_date_closeness_and_node_dates() -> None:
+    may = [(dt.date(2023, 5, 1), dt.date(2023, 5, 31))]
+    assert date_closeness(may, [dt.date(2023, 5, 20)], 3.0) == 1.0
+    assert date_closeness(may, [dt.date(2023, 6, 3)], 3.0) == pytest.approx(2.718281828**-1)
+    assert date_closeness([], [dt.date(2023, 6, 3)], 3.0) == 0.0
+    when = ["2023-05-08", {"date": "Day7", "action": "a"}, {"date": "2023-06-01", "action": "b"}]
+    assert node_dates(when) == [dt.date(2023, 5, 8), dt.date(2023, 6, 1)]
+    assert first_date(when) == "2023-05-08" and first_date([]) is None
+
+
+def test_names_leave_the_semantic_query() -> None:
+    assert strip_words("What does Caroline's drawing mean?", {"caroline"}) == "What does drawing mean?"
+    assert strip_words("Mina and Lena", {"mina", "lena"}) == "and"
+    assert strip_words("Mina", {"mina"}) == "Mina"  # nothing left: the query stays as it was
+    assert strip_words("Caroline", set()) == "Caroline"
+    assert is_question("What did you paint?") and not is_question("I painted a sunrise.")
+
+
+def test_scaled_fusion_arithmetic() -> None:
+    p = dataclasses.replace(PROFILES["default"], importance=0.0)
+    rows = {"a": row(1), "b": row(2), "c": row(3)}
+    scores = combine(p, [("a", 0.9), ("b", 0.5), ("c", 0.4)], [("b", 4.0), ("c", 2.0)], rows, NOW)
+    # lexical (score / best)²; semantic min-max over the semantic candidates, weight 0.5
+    assert scores["a"] == pytest.approx(0.5 * 1.0)
+    assert scores["b"] == pytest.approx(1.0 + 0.5 * 0.2)
+    assert scores["c"] == pytest.approx(0.25 + 0.0)
+    dated = combine(p, [], [("a", 1.0)], {"a": row(1, "2023-05-09")}, NOW, query_dates("on 8 May 2023"))
+    assert dated["a"] == pytest.approx(1.0 + 0.4 * 2.718281828 ** (-1 / 3))
+
+
+def test_neighbours_share_by_order_day_and_questions() -> None:
+    p = PROFILES["default"]  # 0.3 each way, 0.8 forward from a question, a third per further step
+    rows = {
+        "q": row(10, action="What does it mean to you?"),
+        "answer": row(20),
+        "next": row(30),
+        "before": row(5),
+        "other-day": row(40, day="2023-05-09"),
+        "seed": row(50, day="2023-05-09"),
+        "after-seed": row(60, day="2023-05-09"),
+    }
+    scores = {
+        "q": 1.0,
+        "answer": 0.0,
+        "next": 0.0,
+        "before": 0.0,
+        "other-day": 0.0,
+        "seed": 0.5,
+        "after-seed": 0.0,
+    }
+    out = spread_to_neighbours(p, scores, rows, ["q", "seed"])
+    assert out["answer"] == pytest.approx(0.8)  # the question's answer, one step forward
+    assert out["next"] == pytest.approx(0.8 / 3)
+    assert out["before"] == pytest.approx(0.3)
+    assert out["other-day"] == pytest.approx(0.3 * 0.5)  # from `seed` (same day), not from `q`
+    assert out["after-seed"] == pytest.approx(0.3 * 0.5)
+    assert out["q"] == 1.0 and out["seed"] == 0.5
+    # A memory takes the best offer, not the sum of them.
+    both = spread_to_neighbours(
+        p, {"a": 1.0, "m": 0.0, "b": 1.0}, {"a": row(1), "m": row(2), "b": row(3)}, ["a", "b"]
+    )
+    assert both["m"] == pytest.approx(0.3)
