@@ -1,4 +1,4 @@
-"""CLI commands (registered by adapters/cli/main.py)."""
+"""`engram mcp --being NAME`: serve one being's memory to an MCP client over stdio."""
 
 from __future__ import annotations
 
@@ -10,3 +10,20 @@ import click
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     """Adds this module's commands to `cli`; `command` adds --json and error handling."""
+
+    @cli.command("mcp")
+    @click.option(
+        "--being", "being_ref", required=True, help="The being (name or id) whose memory is served."
+    )
+    @command
+    def mcp(ctx: Any, being_ref: str, *, as_json: bool) -> None:
+        """Serve BEING's memory over stdio (Model Context Protocol) until the client disconnects.
+
+        Tools: recall, recall_memory, search_memory, query, note_scene, context — all for this being
+        only. stdout carries the protocol; logs go to stderr (ENGRAM_LOG_LEVEL). With the embedded
+        default, one process at a time may open the data directory.
+        """
+        from adapters.mcp import serve_stdio
+        from services.bootstrap import bootstrap
+
+        serve_stdio(lambda: bootstrap(ctx.settings), being_ref)

@@ -1,0 +1,297 @@
+"""The MCP server: the spec's memory tools for one being, over stdio (`engram mcp --being NAME`).
+
+The being is fixed when the server starts; no tool takes a being, so a client can never reach
+another being's memories. Tools: `recall`, `recall_memory`, `search_memory`, `query`,
+`note_scene`, `context`.
+
+Every Engram call runs on one dedicated worker thread, in order: the embedded stores keep
+per-thread connections, and one thread keeps them simple and safe; the event loop stays free to
+answer pings and cancellations meanwhile. Refused input and domain errors come back as MCP tool
+errors (`isError: true`) with the reason; unexpected failures are logged on stderr with the
+traceback and reported as a bare tool error. stdout carries the protocol only: the SDK points
+file descriptor 1 at stderr while it serves, and Engram logs to stderr anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, Literal, TypeVar
+from uuid import UUID
+
+import structlog
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from domain.errors import DomainError
+from domain.scene import Scene
+from services.beings import resolve_being
+from services.bootstrap import Engram
+from services.commands import NoteInput, NoteTaken
+from services.ranking import PROFILES
+from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, MAX_SEARCH_TERMS, ContextView, NodeView
+
+T = TypeVar("T")
+
+log = structlog.get_logger("engram.mcp")
+
+
+# -- what the tools return (structured content; the text content says the same for the model) -------
+
+
+class RecallResult(BaseModel):
+    text: str = Field(description="The fragment stream in <memory>…</memory>, or empty when nothing matched.")
+    matched: int = Field(description="How many memories the fragments come from (at most 3).")
+
+
+class Memory(BaseModel):
+    id: str
+    cluster_id: str
+    status: Literal["active", "dying", "dead"]
+    text: str = Field(description='The scene as "YYYY-MM-DD — setting — action — "dialogue" — (feeling)".')
+    action: str
+    feeling: str
+    when: list[Any]
+    themes: list[str]
+    importance: float
+    pinned: bool
+    score: float | None = Field(None, description="Relevance (query only).")
+
+    @classmethod
+    def of(cls, node: NodeView) -> Memory:
+        try:
+            text = Scene.model_validate(node.scene).to_text(node.feeling)
+        except ValueError:
+            text = node.action
+        return cls(
+            id=node.id,
+            cluster_id=node.cluster_id,
+            status=node.status,
+            text=text,
+            action=node.action,
+            feeling=node.feeling,
+            when=list(node.scene.get("when", [])),
+            themes=node.themes,
+            importance=node.importance,
+            pinned=node.pinned,
+            score=node.score,
+        )
+
+
+class Memories(BaseModel):
+    memories: list[Memory]
+
+
+# -- running Engram on its own thread -----------------------------------------------------------------
+
+
+class EngramSession:
+    """One Engram, one being, one worker thread. Create it, serve, then `close()` it."""
+
+    def __init__(self, open_engram: Callable[[], Engram], being_ref: str) -> None:
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-mcp")
+        self._engram: Engram | None = None
+        try:
+            self._engram = self._executor.submit(open_engram).result()
+            being = self._executor.submit(resolve_being, self._engram.store, being_ref).result()
+        except BaseException:
+            self.close()
+            raise
+        self.being_id = str(being.id)
+        self.being_name: str = being.name
+
+    @property
+    def engram(self) -> Engram:
+        assert self._engram is not None, "the session is closed"
+        return self._engram
+
+    def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn` on the worker thread and wait (for callers outside the event loop)."""
+        return self._executor.submit(fn, *args, **kwargs).result()
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn` on the worker thread; domain errors become tool errors with their reason
+        (an invalid scene's message lists every problem)."""
+        try:
+            return await asyncio.wrap_future(self._executor.submit(fn, *args, **kwargs))
+        except DomainError as exc:
+            raise ToolError(f"{exc.code}: {exc.message}") from exc
+
+    def close(self) -> None:
+        if self._engram is not None:
+            engram, self._engram = self._engram, None
+            self._executor.submit(engram.close).result()
+        self._executor.shutdown(wait=True)
+
+
+# -- the server --------------------------------------------------------------------------------------
+
+
+def _memories_result(nodes: list[NodeView], empty: str) -> CallToolResult:
+    memories = [Memory.of(n) for n in nodes]
+    lines = [
+        f"- {m.text}{'' if m.status == 'active' else f' [{m.status}]'}"
+        + (f" (score {m.score:.4f})" if m.score is not None else "")
+        + f" [id {m.id}, cluster {m.cluster_id}]"
+        for m in memories
+    ]
+    return CallToolResult(
+        content=[TextContent(type="text", text="\n".join(lines) if lines else empty)],
+        structured_content=Memories(memories=memories).model_dump(mode="json"),
+    )
+
+
+def build_server(session: EngramSession) -> MCPServer[Any]:
+    """An MCP server whose tools all act on `session`'s being."""
+    name = session.being_name
+    reading = session.engram.reading
+    being = session.being_id
+    server: MCPServer[Any] = MCPServer(
+        name="engram",
+        title=f"Engram — memory of {name}",
+        instructions=(
+            f"Long-term memory of {name}. Call `recall` with the user's message to let related "
+            "memories surface; `query` to look something up; `search_memory` for exact keywords, "
+            "dates or themes; `recall_memory` for every memory of a cluster; `note_scene` to remember "
+            "what just happened; `context` for the persona, notes, diary and recent memories."
+        ),
+        log_level=session.engram.settings.log_level.upper(),  # type: ignore[arg-type]
+    )
+    reads = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
+
+    @server.tool(annotations=reads, structured_output=True)
+    async def recall(
+        text: Annotated[
+            str,
+            Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The message that may remind me."),
+        ],
+    ) -> Annotated[CallToolResult, RecallResult]:
+        """What a message brings back: up to 3 similar memories, their actions and feelings shuffled
+        into one <memory>…</memory> fragment stream. Empty when nothing is close enough. Recalled
+        memories are reactivated."""
+        result = await session.call(reading.recall, being, text)
+        structured = RecallResult(text=result.text, matched=len(result.nodes)).model_dump()
+        content = [TextContent(type="text", text=result.text)] if result.text else []
+        return CallToolResult(content=content, structured_content=structured)
+
+    @server.tool(annotations=reads, structured_output=True)
+    async def recall_memory(
+        cluster_id: Annotated[UUID, Field(description="A cluster id, as other tools report it.")],
+    ) -> Annotated[CallToolResult, Memories]:
+        """Every memory of one cluster, most recently activated first. Reactivates them (dead ones
+        strongly, so they may revive)."""
+        result = await session.call(reading.recall_memory, being, cluster_id)
+        return _memories_result(result.nodes, "the cluster holds no memories")
+
+    @server.tool(annotations=reads, structured_output=True)
+    async def search_memory(
+        query: Annotated[
+            str | list[str],
+            Field(
+                description="Keywords: a string of space-separated terms, or a list of terms "
+                "(a list item may be a phrase)."
+            ),
+        ],
+        mode: Annotated[
+            Literal["or", "and"],
+            Field(description="or: any term matches (default); and: every term matches, in any field."),
+        ] = "or",
+        limit: Annotated[int, Field(ge=1, le=MAX_QUERY_K, description="At most this many memories.")] = 50,
+    ) -> Annotated[CallToolResult, Memories]:
+        """Keyword search: a term matches, case-insensitively, a substring of a memory's action,
+        feeling or dates (including consolidated `{date, action}` entries), or one of its themes
+        exactly. Matching memories are reactivated."""
+        terms = query.split() if isinstance(query, str) else [t.strip() for t in query if t.strip()]
+        if not terms:
+            raise ToolError("give at least one search term")
+        if len(terms) > MAX_SEARCH_TERMS:
+            raise ToolError(f"at most {MAX_SEARCH_TERMS} search terms")
+        result = await session.call(reading.search_memory, being, terms, mode, limit)
+        return _memories_result(result.nodes, "no memory matches")
+
+    @server.tool(annotations=reads, structured_output=True)
+    async def query(
+        text: Annotated[
+            str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")
+        ],
+        k: Annotated[int, Field(ge=1, le=MAX_QUERY_K, description="How many memories.")] = 10,
+        profile: Annotated[str, Field(description=f"Ranking profile: {', '.join(PROFILES)}.")] = "default",
+        include_dead: Annotated[bool, Field(description="Also rank dead memories.")] = False,
+        reactivate: Annotated[
+            bool, Field(description="Reactivate the memories returned (false: read only).")
+        ] = True,
+    ) -> Annotated[CallToolResult, Memories]:
+        """The k memories most relevant to a text, best first: meaning and wording combined, with a
+        little weight for importance."""
+        result = await session.call(
+            reading.query,
+            being,
+            text,
+            k,
+            profile_name=profile,
+            include_dead=include_dead,
+            reactivate=reactivate,
+        )
+        return _memories_result(result.nodes, "no memory matches")
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        structured_output=True,
+    )
+    async def note_scene(
+        scene: Annotated[
+            dict[str, Any] | str,
+            Field(
+                description='A scene: {"action", "actors", "when": ["YYYY-MM-DD"], optional "setting", '
+                '"dialogue", "sensory", "feeling", "importance" (0–1), "themes", "emotion"}. '
+                "Free text is kept too, and repaired later."
+            ),
+        ],
+        idempotency_key: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="The same key twice stores one note.")
+        ] = None,
+        source_ref: Annotated[
+            str | None,
+            Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id."),
+        ] = None,
+    ) -> Annotated[CallToolResult, NoteTaken]:
+        """Remember a scene: it becomes a memory at the next patrol."""
+        text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
+        if not text.strip():
+            raise ToolError("the scene must not be empty")
+        note = NoteInput(text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+        taken = await session.call(session.engram.notes.take, being, note)
+        message = f"noted scene {taken.note_id}" + (
+            " (already noted with this key)" if taken.duplicate else ""
+        )
+        if taken.parsed is False:
+            message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
+        return CallToolResult(
+            content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
+        )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
+    async def context() -> Annotated[CallToolResult, ContextView]:
+        """The conversation context: persona (soul, reflections, rules, preferences,
+        relationships), snapshot (unread to-dos and reminders, knowledge, the last 7 days of diary)
+        and the 5 most recent memories, ready to use as text."""
+        view = await session.call(reading.context, being)
+        return CallToolResult(
+            content=[TextContent(type="text", text=view.text)], structured_content=view.model_dump()
+        )
+
+    return server
+
+
+def serve_stdio(open_engram: Callable[[], Engram], being_ref: str) -> None:
+    """Serve `being_ref`'s memory over stdio until the client closes the connection."""
+    session = EngramSession(open_engram, being_ref)
+    try:
+        log.info("mcp server starting", being=session.being_name, being_id=session.being_id)
+        build_server(session).run("stdio")
+    finally:
+        session.close()

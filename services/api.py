@@ -1,0 +1,93 @@
+"""Embedding Engram in a Python service: one call opens it, the same composition root as the CLI.
+
+`open_engram()` returns an `Engram` (see `services.bootstrap`), which is a context manager. Settings
+come from the `ENGRAM_*` environment variables (README, "Configuration"); keyword arguments override
+them. Every method takes a being by name or id, and every write returns the log position it wrote.
+
+Example::
+
+    from services.api import NoteInput, open_engram
+
+    with open_engram("./engram-data", embedder="offline") as engram:
+        engram.beings.register("Aria")
+        engram.beings.define_soul("Aria", "Curious, warm, dry humour.")
+
+        # Services note scenes as they happen; an idempotency key makes retries safe.
+        engram.notes.take_many("Aria", [
+            NoteInput(text='{"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], '
+                           '"when": ["2026-05-02"], "feeling": "hopeful", "themes": ["garden"]}',
+                      idempotency_key="msg-1042"),
+            NoteInput(kind="todo", text="Renew the passport"),
+        ])
+
+        # Patrol turns notes into memory nodes, files them, lets them decay (run it in the background).
+        engram.patrol("Aria")
+
+        recalled = engram.reading.recall("Aria", "gardening with Mina")
+        print(recalled.text)        # <memory>hopeful / Planted tomatoes with Mina</memory> (shuffled)
+
+        ranked = engram.reading.query("Aria", "tomatoes", k=5, reactivate=False)
+        for node in ranked.nodes:
+            print(f"{node.score:.3f}", node.action)
+
+        found = engram.reading.search_memory("Aria", ["garden", "Mina"], mode="and")
+        context = engram.reading.context("Aria")   # system prompt, snapshot, recent memories
+        print(context.text)
+
+The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragment stream),
+`recall_memory` (a cluster's nodes), `search_memory` (keywords), `query` (ranked retrieval) and
+`context`; all but `context` and `query(reactivate=False)` reactivate what they return. Errors are
+`domain.errors.DomainError` subclasses with a `code`: `InvalidInput`, `services.errors.NotFound`,
+`services.errors.Conflict`, and the domain's invariant errors.
+
+One process at a time may open an embedded data directory (Qdrant Edge holds it); use PostgreSQL
+(`database_url=...`) and a Qdrant server (`qdrant_url=...`) to share a deployment between processes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import structlog
+
+from services.bootstrap import Engram, bootstrap
+from services.commands import NoteInput
+from services.config import Settings
+from services.ports import LLM, Clock, Embedder, IdFactory
+
+__all__ = ["Engram", "NoteInput", "Settings", "open_engram"]
+
+
+def open_engram(
+    data_dir: str | os.PathLike[str] | None = None,
+    *,
+    clock: Clock | None = None,
+    ids: IdFactory | None = None,
+    embedder: str | Embedder | None = None,
+    llm: str | LLM | None = None,
+    **settings_overrides: Any,
+) -> Engram:
+    """Open Engram for this process; use it as a context manager, or call `close()`.
+
+    `data_dir` overrides `ENGRAM_DATA_DIR`; `settings_overrides` are `Settings` fields (`database_url`,
+    `qdrant_url`, `log_level`, …) and override the environment. `embedder` and `llm` are either a
+    setting (`"offline"`, `"openai"`, `"hashing"`; `"auto"`, `"anthropic"`, `"openai"`, `"none"`) or
+    an adapter object that replaces the configured one (an embedder the host already has loaded, a
+    test double), like `clock` and `ids`.
+
+    Engram logs with structlog on stderr. When the host has not configured structlog itself, this
+    configures it from `log_level` / `log_format`; a host that configured it keeps its own setup.
+    """
+    if data_dir is not None:
+        settings_overrides["data_dir"] = os.fspath(data_dir)
+    if isinstance(embedder, str):
+        settings_overrides["embedder"], embedder = embedder, None
+    if isinstance(llm, str):
+        settings_overrides["llm"], llm = llm, None
+    settings = Settings(**settings_overrides)
+    if not structlog.is_configured():
+        from adapters.logging import configure_logging
+
+        configure_logging(settings.log_level, settings.log_format)
+    return bootstrap(settings, clock=clock, ids=ids, embedder=embedder, llm=llm)

@@ -1,0 +1,247 @@
+"""`engram mcp --being Aria` end to end: the MCP SDK's stdio client spawns the server as a subprocess.
+
+The data is prepared in-process and the Engram closed before the server starts (the embedded
+vector store admits one process per data directory). Logs are turned up to `info` and captured
+from the server's stderr: the session only works if none of them reached stdout, the protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import anyio
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.types import CallToolResult
+
+from domain.node import MemoryNode
+from services.bootstrap import bootstrap
+from services.config import Settings
+from tests.patrol_support import note_scenes, scene
+
+BASIL = "Picked basil in the garden for a pesto"
+PLANTED = "Planted tomatoes in the garden with Mina"
+SCENES = [
+    scene(PLANTED, "2026-05-02", feeling="hopeful", themes=["garden"]),
+    scene("Watered the tomato seedlings in the garden", "2026-05-06", feeling="calm", themes=["garden"]),
+    scene(
+        "Harvested the first ripe tomatoes from the garden", "2026-07-20", feeling="proud", themes=["garden"]
+    ),
+    scene(BASIL, "2026-07-22", feeling="content", themes=["garden"]),
+    scene("Fixed the leaking bathroom faucet", "2026-05-04", feeling="annoyed", themes=["work"]),
+    scene("Ran the half marathon with Lena", [{"date": "Day7", "action": "Hashi"}], feeling="exhausted"),
+]
+TOOLS = {"recall", "recall_memory", "search_memory", "query", "note_scene", "context"}
+
+
+def _engram_command() -> list[str]:
+    script = shutil.which("engram", path=str(Path(sys.executable).parent))
+    return [script] if script else [sys.executable, "-c", "from adapters.cli.main import main; main()"]
+
+
+def _env(settings: Settings) -> dict[str, str]:
+    env = {
+        "ENGRAM_DATA_DIR": str(settings.data_dir),
+        "ENGRAM_EMBEDDER": "hashing",
+        "ENGRAM_LLM": "none",
+        "ENGRAM_LOG_LEVEL": "info",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    if settings.database_url is not None:
+        env["ENGRAM_DATABASE_URL"] = settings.database_url.get_secret_value()
+    return env
+
+
+def _prepare(settings: Settings) -> dict[str, Any]:
+    """Aria and Bo with identical memories; returns what the checks need. The Engram is closed after."""
+    with bootstrap(settings) as engram:
+        out: dict[str, Any] = {}
+        for name in ("Aria", "Bo"):
+            being_id = UUID(engram.beings.register(name).being_id)
+            note_scenes(engram, name, SCENES)
+            engram.patrol(name)
+            engram.views.ensure()
+            out[name] = {
+                "id": being_id,
+                "nodes": {r["action"]: r for r in engram.views.read.nodes(being_id)},
+            }
+        engram.beings.define_soul("Aria", "Curious, warm, dry humour.")
+        return out
+
+
+def _text(result: CallToolResult) -> str:
+    return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+async def _session_calls(params: StdioServerParameters, errlog: Any, calls: Callable[..., Any]) -> Any:
+    faults: list[Any] = []
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, Exception):  # e.g. a line on stdout that is not JSON-RPC
+            faults.append(message)
+
+    async with (
+        stdio_client(params, errlog=errlog) as (read, write),
+        ClientSession(read, write, message_handler=on_message) as session,
+    ):
+        await session.initialize()
+        result = await calls(session)
+    assert faults == []
+    return result
+
+
+def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path: Path) -> None:
+    settings = make_settings()
+    prepared = _prepare(settings)
+    aria, bo = prepared["Aria"], prepared["Bo"]
+    bo_cluster = bo["nodes"][PLANTED]["cluster_id"]
+    params = StdioServerParameters(
+        command=_engram_command()[0],
+        args=[*_engram_command()[1:], "mcp", "--being", "Aria"],
+        env=_env(settings),
+        cwd=str(tmp_path),
+    )
+
+    async def calls(session: ClientSession) -> dict[str, CallToolResult]:
+        tools = (await session.list_tools()).tools
+        assert {t.name for t in tools} == TOOLS
+        for tool in tools:  # no tool can name a being
+            assert not {"being", "being_id", "being_ref"} & set(tool.input_schema.get("properties", {}))
+        names: dict[str, tuple[str, dict[str, Any]]] = {
+            "recall": ("recall", {"text": "tomatoes in the garden"}),
+            "recall_nothing": ("recall", {"text": "xylophone quartz zeppelin"}),
+            "recall_empty": ("recall", {"text": ""}),
+            "query": ("query", {"text": "basil pesto", "k": 2}),
+            "query_blank": ("query", {"text": "   "}),
+            "query_k0": ("query", {"text": "basil", "k": 0}),
+            "query_profile": ("query", {"text": "basil", "profile": "nope"}),
+            "search": ("search_memory", {"query": "garden"}),
+            "search_and": ("search_memory", {"query": ["garden", "hopeful"], "mode": "and"}),
+            "search_when": ("search_memory", {"query": "day7"}),
+            "search_empty": ("search_memory", {"query": "  "}),
+            "note": (
+                "note_scene",
+                {
+                    "scene": {
+                        "action": "Ate pizza with Lena",
+                        "actors": ["me", "Lena"],
+                        "when": ["2026-05-05"],
+                    },
+                    "idempotency_key": "m-1",
+                },
+            ),
+            "note_again": (
+                "note_scene",
+                {
+                    "scene": {
+                        "action": "Ate pizza with Lena",
+                        "actors": ["me", "Lena"],
+                        "when": ["2026-05-05"],
+                    },
+                    "idempotency_key": "m-1",
+                },
+            ),
+            "note_invalid": ("note_scene", {"scene": {"action": "Ate pizza", "importance": 3}}),
+            "note_prose": ("note_scene", {"scene": "felt great after the run"}),
+            "context": ("context", {}),
+            "cluster_unknown": ("recall_memory", {"cluster_id": "00000000-0000-0000-0000-000000000001"}),
+            "cluster_other_being": ("recall_memory", {"cluster_id": bo_cluster}),
+            "cluster_bad": ("recall_memory", {"cluster_id": "not-a-uuid"}),
+        }
+        out = {}
+        for key, (name, args) in names.items():
+            out[key] = await session.call_tool(name, args)
+        cluster = out["query"].structured_content["memories"][0]["cluster_id"]
+        out["cluster"] = await session.call_tool("recall_memory", {"cluster_id": cluster})
+        return out
+
+    with (tmp_path / "server.stderr").open("w+", encoding="utf-8") as errlog:
+        r = anyio.run(_session_calls, params, errlog, calls)
+        errlog.seek(0)
+        stderr = errlog.read()
+
+    ok = {k: v for k, v in r.items() if not v.is_error}
+    errors = {k: _text(v) for k, v in r.items() if v.is_error}
+    assert set(errors) == {
+        "recall_empty",
+        "query_blank",
+        "query_k0",
+        "query_profile",
+        "search_empty",
+        "note_invalid",
+        "cluster_unknown",
+        "cluster_other_being",
+        "cluster_bad",
+    }, errors
+    # recall: the fragment stream, or an empty result without a tag
+    text = _text(ok["recall"])
+    assert text.startswith("<memory>") and text.endswith("</memory>") and PLANTED in text
+    assert ok["recall"].structured_content == {"text": text, "matched": 3}
+    assert ok["recall_nothing"].content == [] and ok["recall_nothing"].structured_content == {
+        "text": "",
+        "matched": 0,
+    }
+    # query, search_memory, recall_memory: memories with their ids and clusters
+    memories = ok["query"].structured_content["memories"]
+    assert len(memories) == 2 and memories[0]["action"] == BASIL and memories[0]["score"] > 0
+    assert BASIL in _text(ok["query"]) and memories[0]["id"] in _text(ok["query"])
+    aria_ids = {r["id"] for r in aria["nodes"].values()}
+    found = ok["search"].structured_content["memories"]
+    assert len(found) == 4 and {m["id"] for m in found} <= aria_ids
+    assert [m["action"] for m in ok["search_and"].structured_content["memories"]] == [PLANTED]
+    assert [m["when"][0]["date"] for m in ok["search_when"].structured_content["memories"]] == ["Day7"]
+    in_cluster = ok["cluster"].structured_content["memories"]
+    assert in_cluster and {m["id"] for m in in_cluster} <= aria_ids
+    # note_scene: stored once per key; prose kept for repair
+    note = ok["note"].structured_content
+    assert note["parsed"] is True and note["duplicate"] is False
+    assert ok["note_again"].structured_content["duplicate"] is True
+    assert ok["note_again"].structured_content["note_id"] == note["note_id"]
+    assert ok["note_prose"].structured_content["parsed"] is False and "repair" in _text(ok["note_prose"])
+    # context: the ready text
+    assert _text(ok["context"]).startswith("# System prompt (Block 1-A)\nCurious, warm, dry humour.")
+    # errors carry their reason
+    assert "not_found" in errors["cluster_unknown"] and "not found" in errors["cluster_other_being"]
+    assert "uuid" in errors["cluster_bad"].lower()
+    assert "must not be empty" in errors["query_blank"] and "unknown profile" in errors["query_profile"]
+    assert "at least one search term" in errors["search_empty"]
+    assert "actors" in errors["note_invalid"] and "importance" in errors["note_invalid"]
+    # logs went to stderr (and, since the session worked, nowhere else)
+    assert "command handled" in stderr and "mcp server starting" in stderr
+
+    # What the server wrote is in the log: reactivations of Aria's nodes only, one note per key.
+    with bootstrap(settings) as engram:
+        engram.views.ensure()
+        nodes = {r["action"]: r for r in engram.views.read.nodes(aria["id"])}
+        assert nodes[PLANTED]["reactivation_count"] >= 2  # recall, search (and the cluster)
+        assert all(r["reactivation_count"] == 0 for r in engram.views.read.nodes(bo["id"]))
+        notes = engram.views.read.notes(aria["id"], kinds=["scene"])
+        assert sum(n["text"].startswith('{"action": "Ate pizza') for n in notes) == 1
+        node = engram.store.get(MemoryNode, UUID(nodes[PLANTED]["id"]), being_id=aria["id"])
+        assert node.reactivation_count == nodes[PLANTED]["reactivation_count"]
+
+
+def test_unknown_being_is_refused_before_serving(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none")
+    with bootstrap(settings) as engram:
+        engram.beings.register("Aria")
+    env = {**os.environ, **_env(settings)}
+    env.pop("ENGRAM_DATABASE_URL", None)
+    done = subprocess.run(
+        [*_engram_command(), "mcp", "--being", "Nobody"],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 3 and "being 'Nobody' not found" in done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
