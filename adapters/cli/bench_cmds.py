@@ -17,15 +17,58 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def bench() -> None:
         """Benchmarks that print figures (see docs/benchmarks.md)."""
 
+    def _passthrough(name: str, module: str, summary: str) -> None:
+        """`engram bench NAME [ARGS…]`: runs adapters.bench.MODULE's own argument parser and report."""
+
+        @bench.command(
+            name,
+            help=summary + " Options: `engram bench " + name + " -- --help`.",
+            context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        )
+        @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+        def run(args: tuple[str, ...]) -> None:
+            import importlib
+            import sys
+
+            target = importlib.import_module(f"adapters.bench.{module}")
+            saved = sys.argv
+            sys.argv = [f"engram bench {name}", *args]
+            try:
+                target.main()
+            finally:
+                sys.argv = saved
+
+    _passthrough(
+        "rebuild",
+        "rebuild_bench",
+        "Events/s of a full projection rebuild (≥ 100k events); embedder/LLM calls.",
+    )
+    _passthrough(
+        "recall", "recall_bench", "recall and query p50/p95 at 10k and 100k nodes per being, 10 beings."
+    )
+    _passthrough(
+        "patrol", "patrol_bench", "The mechanical patrol steps at 10k and 100k nodes, and their ratio."
+    )
+    _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
+
     @bench.command("ingest")
-    @click.option("--database-url", default=None, help="Measure on PostgreSQL (default: SQLite in a temp dir).")
+    @click.option(
+        "--database-url", default=None, help="Measure on PostgreSQL (default: SQLite in a temp dir)."
+    )
     @click.option("--singles", default=500, show_default=True, type=click.IntRange(1))
     @click.option("--batched", default=10_000, show_default=True, type=click.IntRange(1))
     @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 1000))
     @click.option("--repeats", default=3, show_default=True, type=click.IntRange(1))
     @command
     def ingest(
-        ctx: Any, database_url: str | None, singles: int, batched: int, batch_size: int, repeats: int, *, as_json: bool
+        ctx: Any,
+        database_url: str | None,
+        singles: int,
+        batched: int,
+        batch_size: int,
+        repeats: int,
+        *,
+        as_json: bool,
     ) -> None:
         """Notes per second: one note per command, and batched."""
         from adapters.bench import ingest as ingest_bench
@@ -48,7 +91,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         multiple=True,
         help="A ranking profile to evaluate (repeatable); default: lexical, semantic and default.",
     )
-    @click.option("-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Hits per query.")
+    @click.option(
+        "-k", "k", type=click.IntRange(1, 100), default=10, show_default=True, help="Hits per query."
+    )
     @click.option(
         "--reuse-data",
         type=click.Path(path_type=Path, file_okay=False),

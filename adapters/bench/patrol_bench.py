@@ -13,7 +13,7 @@ successive patrols (successive cycles, each with its own 1%).
 Part 2: ❶ on `--scenes` new scene notes with the offline MiniLM embedder (scenes/s), next to the
 embedder alone on the same texts (its own ceiling).
 
-    python scripts/bench_patrol.py [--sizes 10000,100000] [--runs 3] [--scenes 1000] [--json]
+    engram bench patrol [--sizes 10000,100000] [--runs 3] [--scenes 1000] [--json]
         [--database-url postgresql://…]   # PostgreSQL instead of the embedded SQLite
 """
 
@@ -35,9 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 import structlog
 
 from domain.being import Being

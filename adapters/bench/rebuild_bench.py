@@ -1,6 +1,6 @@
 """Full rebuild throughput of every projection, in events per second, on SQLite or PostgreSQL.
 
-    python scripts/bench_rebuild.py [--events 100000] [--runs 3] [--database-url postgresql://…] [--json]
+    engram bench rebuild [--events 100000] [--runs 3] [--database-url postgresql://…] [--json]
 
 Generates a realistic log first (beings with souls, diaries and patrol cycles; scene notes that
 become embedded nodes, 384-dim random vectors; sub-clusters; node state changes: moves, pins,

@@ -1,6 +1,6 @@
 """Projection lag under a sustained write load, with `engram worker`'s loop (`services.worker.Worker`).
 
-    python scripts/bench_projection_lag.py [--rates 200 500 1000] [--duration 10] [--database-url …] [--json]
+    engram bench lag [--rates 200 500 1000] [--duration 10] [--database-url …] [--json]
 
 For each rate, on a fresh deployment: one thread writes notes at that rate (one transaction every
 10 ms holding rate/100 notes, through `NoteCommands.take_many`), while a Worker runs every projection

@@ -26,7 +26,7 @@ compares HNSW's top k with the exact top k for the same query vectors; `score ra
 sum of HNSW's top-3 scores by the exact one (1.0 when a miss is only a near-tie swapped). The
 `ef=` rows search the optimized shard through the adapter alone with a wider HNSW search breadth.
 
-    python scripts/bench_recall.py [--sizes 10000,100000] [--queries 200] [--json]
+    engram bench recall [--sizes 10000,100000] [--queries 200] [--json]
 """
 
 from __future__ import annotations
@@ -50,8 +50,6 @@ from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from adapters.bench.machine import machine_info
 from adapters.logging import configure_logging
