@@ -321,7 +321,8 @@ class ReadModels:
             for part in chunks([str(i) for i in ids], 500):
                 marks = ", ".join("?" for _ in part)
                 for r in conn.query(
-                    f"SELECT {_RANKING_COLUMNS} FROM {nodes} WHERE being_id = ? AND id IN ({marks})",
+                    f"SELECT {_RANKING_COLUMNS} FROM {nodes} "
+                    f"WHERE {_scoped('being_id', db, True)} AND id IN ({marks})",
                     [str(being_id), *part],
                 ):
                     out[str(r["id"])] = _ranking_row(r)

@@ -474,10 +474,11 @@ def test_lookups_by_id_use_the_primary_key_on_sqlite(tmp_path: Path, monkeypatch
         monkeypatch.setattr(sqlite_db._Conn, "query", spy)
         assert len(e.views.read.nodes(being_id, ids=many)) == len(ids)
         assert len(e.views.read.node_vectors(being_id, many)) == len(ids)
+        assert len(e.views.read.ranking_rows(being_id, many)) == len(ids)
         monkeypatch.undo()
         lookups = [(sql, p) for sql, p in statements if " id IN (" in sql]
-        assert len(lookups) == 2
-        for (sql, params), view in zip(lookups, ("memory", "vectors"), strict=True):
+        assert len(lookups) == 3
+        for (sql, params), view in zip(lookups, ("memory", "vectors", "memory"), strict=True):
             with sqlite3.connect(e.settings.data_dir / "views" / f"{view}.sqlite3") as conn:
                 plan = " ".join(str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "(id=?)" in plan and "being_id=?" not in plan, plan
