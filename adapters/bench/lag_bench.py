@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
-import os
-import platform
 import sqlite3
 import tempfile
 import threading
@@ -28,11 +26,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from adapters.bench.machine import finish, machine_info
 from adapters.logging import configure_logging
 from projections import engine
 from services.bootstrap import Engram, bootstrap
@@ -205,26 +203,6 @@ def run_rate(args: argparse.Namespace, rate: int) -> dict[str, Any]:
         }
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "cpu": cpu,
-        "cpus": os.cpu_count(),
-        "os": f"{platform.system()} {platform.release()}",
-        "python": platform.python_version(),
-        "sqlite": sqlite3.sqlite_version,
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def backend_info(args: argparse.Namespace) -> dict[str, Any]:
     if not args.database_url:
         return {"name": "sqlite", "version": sqlite3.sqlite_version}
@@ -242,11 +220,7 @@ def backend_info(args: argparse.Namespace) -> dict[str, Any]:
 
 def print_table(result: dict[str, Any]) -> None:
     m, b = result["machine"], result["backend"]
-    print(f"engram projection lag benchmark — {m['date']}")
-    print(
-        f"machine: {m['cpu']} × {m['cpus']}, {m['os']}, Python {m['python']}, "
-        f"load average {', '.join(str(x) for x in m['load_average'])}"
-    )
+    print(f"engram projection lag benchmark — {m['summary']}")
     detail = (
         f"{b.get('server_version')}, fsync={b.get('fsync')}, synchronous_commit={b.get('synchronous_commit')}"
         if b["name"] == "postgres"
@@ -287,18 +261,23 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds of writing per rate")
     parser.add_argument("--database-url", default=None, help="PostgreSQL URL (default: SQLite in a temp dir)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--save", type=Path, default=None, help="also write the JSON result to this file")
+    parser.add_argument(
+        "--json-out",
+        "--save",
+        dest="json_out",
+        type=Path,
+        default=None,
+        help="also write the JSON to this file",
+    )
     args = parser.parse_args()
     configure_logging("warning")
     result: dict[str, Any] = {
         "benchmark": "projection_lag",
-        "machine": machine(),
+        "machine": machine_info(),
         "backend": backend_info(args),
         "runs": [run_rate(args, rate) for rate in args.rates],
     }
-    result["machine"]["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
-    if args.save:
-        args.save.write_text(json.dumps(result, indent=2))
+    finish(result, args.json_out)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -50,6 +50,78 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "patrol", "patrol_bench", "The mechanical patrol steps at 10k and 100k nodes, and their ratio."
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
+    _passthrough(
+        "vectors",
+        "vector_search_bench",
+        "Filtered vector search p50/p95 on Qdrant Edge (exact, HNSW) and qdrant-client local mode.",
+    )
+    _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
+    _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
+
+    @bench.command("all")
+    @click.option(
+        "--out",
+        type=click.Path(path_type=Path, file_okay=False),
+        required=True,
+        help="Folder for the result files (NAME.json).",
+    )
+    @click.option("--database-url", default=None, help="Also measure on this PostgreSQL server.")
+    @click.option(
+        "--locomo",
+        type=click.Path(path_type=Path, dir_okay=False, exists=True),
+        default=None,
+        help="A file in LoCoMo's format for the retrieval benchmark.",
+    )
+    @click.option("--quick", is_flag=True, help="Tiny inputs: checks that every benchmark runs (seconds).")
+    @click.option("--only", multiple=True, help="Only these result names (repeatable), e.g. recall.")
+    @click.option(
+        "--page",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Also render the results into this Markdown file (e.g. docs/benchmarks.md).",
+    )
+    def run_everything(
+        out: Path,
+        database_url: str | None,
+        locomo: Path | None,
+        quick: bool,
+        only: tuple[str, ...],
+        page: Path | None,
+    ) -> None:
+        """Every benchmark in turn, each in its own process; results as JSON files in OUT."""
+        from adapters.bench.page import load_results, render_page
+        from adapters.bench.run_all import BenchFailed, plan, run_all
+
+        try:
+            run_all(
+                plan(database_url, locomo, quick),
+                out,
+                lambda line: click.echo(line, err=True),
+                set(only) or None,
+            )
+        except BenchFailed as exc:
+            raise click.ClickException(str(exc)) from exc
+        if page is not None:
+            page.write_text(render_page(load_results(out)), encoding="utf-8")
+            click.echo(f"wrote {page}", err=True)
+
+    @bench.command("page")
+    @click.argument("results", type=click.Path(path_type=Path, file_okay=False, exists=True))
+    @click.option(
+        "--out",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        help="Write the page here (default: stdout).",
+    )
+    def page(results: Path, out: Path | None) -> None:
+        """Render docs/benchmarks.md from the result files of `engram bench all`."""
+        from adapters.bench.page import load_results, render_page
+
+        text = render_page(load_results(results))
+        if out is None:
+            click.echo(text, nl=False)
+        else:
+            out.write_text(text, encoding="utf-8")
 
     @bench.command("ingest")
     @click.option(

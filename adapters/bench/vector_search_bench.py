@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Filtered top-3 search latency of the `VectorIndex` adapters, side by side (not a test).
 
 Data per size N: the target being holds N points, and 9 other beings hold N/10 each (so the
@@ -19,32 +18,26 @@ unit vectors in 384 dims are a hard case for HNSW (no structure, every point nea
 equidistant), so the column says little about real embeddings: measure on those before
 relying on HNSW recall.
 
-    python scripts/bench_vector_search.py [--sizes 10000,100000] [--queries 200] [--full] [--json]
+    engram bench vectors [--sizes 10000,100000] [--queries 200] [--full] [--json] [--json-out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from importlib import metadata
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 import numpy as np
 import numpy.typing as npt
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+from adapters.bench.machine import finish, machine_info
 from adapters.logging import configure_logging
 from adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
 from projections.vector_index import SearchFilter, VectorIndex, VectorPoint
@@ -199,25 +192,6 @@ def bench_size(size: int, args: argparse.Namespace, tmp: Path, log: Callable[[st
     return rows
 
 
-def machine() -> dict[str, Any]:
-    def version(pkg: str) -> str:
-        try:
-            return metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            return "?"
-
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "processor": platform.processor() or "?",
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "qdrant_edge_py": version("qdrant-edge-py"),
-        "qdrant_client": version("qdrant-client"),
-    }
-
-
 def table(rows: list[Row]) -> str:
     cols = ("size", "points", "engine", "queries", "p50 ms", "p95 ms", "recall@3")
     head = "{:>8} {:>8}  {:<13} {:>7} {:>9} {:>9} {:>8}".format(*cols)
@@ -255,6 +229,7 @@ def main() -> None:
     parser.add_argument("--full", action="store_true", help="also run qdrant-client local mode above 10k")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the JSON to this file")
     parser.add_argument(
         "--tmp", type=Path, default=None, help="where the Edge shards go (default: a temp dir)"
     )
@@ -271,18 +246,25 @@ def main() -> None:
         for size in sizes:
             rows.extend(bench_size(size, args, Path(tmp), log))
 
-    info = machine()
+    info = machine_info()
     setup = {
         "dim": args.dim,
         "limit": LIMIT,
         "layout": f"target being N points + {OTHER_BEINGS} beings x N/10",
         "filter": "being_id + status in {active, dormant} (~2/3 of the being's points)",
     }
+    result = {
+        "benchmark": "vector_search",
+        "machine": info,
+        "setup": setup,
+        "rows": [asdict(r) for r in rows],
+    }
+    finish(result, args.json_out)
     if args.json:
-        print(json.dumps({"machine": info, "setup": setup, "rows": [asdict(r) for r in rows]}, indent=2))
+        print(json.dumps(result, indent=2))
         return
-    print("Filtered top-3 vector search through the VectorIndex adapters")
-    for k, v in {**info, **setup}.items():
+    print(f"Filtered top-3 vector search through the VectorIndex adapters — {info['summary']}")
+    for k, v in setup.items():
         print(f"  {k}: {v}")
     print()
     print(table(rows))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """What the HTTP API adds to a call: the same `recall` and `query` in-process and over HTTP (not a test).
 
 One data directory with one being holding `--scenes` memory nodes (the bundled demo scenes, varied).
@@ -8,16 +7,14 @@ httpx client and a being token. Both sides do identical work (recall reactivates
 returns, so both write one event per call); the difference of the percentiles is the HTTP
 overhead: routing, auth, JSON, uvicorn, the socket and the client.
 
-    python scripts/bench_http.py [--scenes 300] [--calls 300] [--embedder offline|hashing] [--json]
+    engram bench http [--scenes 300] [--calls 300] [--embedder offline|hashing] [--json] [--json-out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -32,14 +29,14 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from adapters.bench.machine import finish, machine_info
+from adapters.logging import configure_logging
+from services.bootstrap import bootstrap
+from services.commands import NoteInput
+from services.config import Settings
+from services.tokens import TokenService
 
-from adapters.logging import configure_logging  # noqa: E402
-from services.bootstrap import bootstrap  # noqa: E402
-from services.commands import NoteInput  # noqa: E402
-from services.config import Settings  # noqa: E402
-from services.tokens import TokenService  # noqa: E402
+DEMO_SCENES = Path(__file__).resolve().parent.parent / "cli" / "demo_scenes.jsonl"
 
 BEING = "Bench"
 QUERIES = [
@@ -49,24 +46,6 @@ QUERIES = [
     "baking bread on Sunday",
     "the incident report at night",
 ]
-
-
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -101,11 +80,7 @@ def paired(
 
 
 def scenes(count: int) -> list[str]:
-    base = [
-        json.loads(line)
-        for line in (ROOT / "adapters/cli/demo_scenes.jsonl").read_text(encoding="utf-8").splitlines()
-        if line.strip()
-    ]
+    base = [json.loads(line) for line in DEMO_SCENES.read_text(encoding="utf-8").splitlines() if line.strip()]
     out = []
     for i in range(count):
         scene = dict(base[i % len(base)])
@@ -131,13 +106,11 @@ def start_server(data: Path, embedder: str) -> tuple[subprocess.Popen[bytes], st
         "ENGRAM_HTTP_PORT": str(free_port()),
         "ENGRAM_HTTP_RATE_LIMIT_PER_S": "1000000",
         "ENGRAM_HTTP_RATE_LIMIT_BURST": "1000000",
-        "PYTHONPATH": str(ROOT),
     }
     env.pop("ENGRAM_DATABASE_URL", None)
     server = subprocess.Popen(
         [sys.executable, "-c", "from adapters.cli.main import main; main()", "serve"],
         env=env,
-        cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -165,8 +138,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--embedder", choices=["offline", "hashing"], default="offline")
     parser.add_argument("--json", action="store_true", help="Print the results as JSON.")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the JSON to this file")
     args = parser.parse_args()
     configure_logging("error")
+    machine = machine_info()
 
     with tempfile.TemporaryDirectory(prefix="engram-bench-http-") as tmp:
         data = Path(tmp) / "data"
@@ -222,16 +197,17 @@ def main() -> None:
             server.send_signal(signal.SIGINT)
             server.wait(30)
 
-    report = {
-        "machine": machine(),
+    report: dict[str, Any] = {
+        "benchmark": "http_overhead",
+        "machine": machine,
         "setup": {"scenes": args.scenes, "calls": args.calls, "embedder": args.embedder, "backend": "sqlite"},
         "results": results,
     }
+    finish(report, args.json_out)
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    m = report["machine"]
-    print(f"{m['date']}  {m['cpu']} ({m['cores']} cores), Python {m['python']}, {m['platform']}")
+    print(f"HTTP overhead — {machine['summary']}")
     print(f"{args.scenes} nodes, {args.calls} calls each, embedder {args.embedder}, SQLite, loopback\n")
     print(f"{'':<22} {'p50 ms':>9} {'p95 ms':>9} {'mean ms':>9}")
     for name, r in results.items():

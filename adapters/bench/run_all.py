@@ -1,0 +1,112 @@
+"""`engram bench all`: every benchmark, one after the other, each in its own process, JSON into a folder.
+
+Each benchmark runs as `engram bench NAME … --json` in a fresh interpreter (no shared caches, one
+process owning each Qdrant Edge shard, memory returned between runs); its stdout is the result
+file `OUT/NAME.json`, its stderr (progress) passes through. `quick` runs the same commands on tiny
+inputs (seconds each): the smoke test CI runs so that the benchmarks keep working.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    name: str  # the result file's stem, as `adapters.bench.page` expects it
+    args: tuple[str, ...]  # after `engram bench`
+
+
+def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[BenchRun]:
+    def both(name: str, command: str, args: tuple[str, ...], pg_flag: tuple[str, ...]) -> list[BenchRun]:
+        runs = [BenchRun(f"{name}-sqlite", (command, *args))]
+        if database_url:
+            runs.append(BenchRun(f"{name}-postgresql", (command, *args, *pg_flag, database_url)))
+        return runs
+
+    def passthrough(command: str, *args: str) -> tuple[str, ...]:
+        return (command, "--", *args, "--json")
+
+    ingest_args: tuple[str, ...]
+    vectors: tuple[str, ...]
+    rebuild: tuple[str, ...]
+    lag: tuple[str, ...]
+    patrol: tuple[str, ...]
+    patrol_fixed: tuple[str, ...]
+    recall: tuple[str, ...]
+    http: tuple[str, ...]
+    if quick:
+        ingest_args = ("--singles", "10", "--batched", "100", "--repeats", "1")
+        vectors = ("--sizes", "300", "--queries", "5", "--hnsw-ef", "")
+        rebuild = ("--events", "1500", "--runs", "1", "--beings", "2")
+        lag = ("--rates", "40", "--duration", "1")
+        patrol = ("--sizes", "200,400", "--runs", "1", "--scenes", "10")
+        patrol_fixed = (*patrol[:4], "--scenes", "0", "--dying", "3")
+        recall = ("--sizes", "300", "--others", "50", "--queries", "5", "--texts", "40")
+        http = ("--scenes", "20", "--calls", "5", "--embedder", "hashing")
+    else:
+        ingest_args = ()
+        vectors = ("--sizes", "10000,100000")
+        rebuild = ("--events", "100000")
+        lag = ()
+        patrol = ("--sizes", "10000,100000")
+        patrol_fixed = (*patrol, "--scenes", "0", "--dying", "100")
+        recall = ("--sizes", "10000,100000")
+        http = ()
+
+    runs = [BenchRun("event-size", passthrough("event-size"))]
+    runs += both("ingest", "ingest", (*ingest_args, "--json"), ("--database-url",))
+    runs.append(BenchRun("vectors", passthrough("vectors", *vectors)))
+    runs.append(BenchRun("rebuild-sqlite", passthrough("rebuild", *rebuild)))
+    if database_url:
+        runs.append(
+            BenchRun("rebuild-postgresql", passthrough("rebuild", *rebuild, "--database-url", database_url))
+        )
+    runs.append(BenchRun("lag-sqlite", passthrough("lag", *lag)))
+    if database_url:
+        runs.append(BenchRun("lag-postgresql", passthrough("lag", *lag, "--database-url", database_url)))
+    runs.append(BenchRun("patrol", passthrough("patrol", *patrol)))
+    runs.append(BenchRun("patrol-fixed", passthrough("patrol", *patrol_fixed)))
+    runs.append(BenchRun("recall", passthrough("recall", *recall)))
+    runs.append(BenchRun("http", passthrough("http", *http)))
+    if locomo is not None:
+        runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
+    return runs
+
+
+class BenchFailed(RuntimeError):
+    pass
+
+
+def run_all(
+    runs: list[BenchRun], out: Path, report: Callable[[str], None], only: set[str] | None = None
+) -> list[Path]:
+    """Run each benchmark in turn; a failure stops the series (a partial page would hide it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for i, run in enumerate(runs, 1):
+        if only and run.name not in only:
+            continue
+        report(f"[{i}/{len(runs)}] engram bench {' '.join(run.args)}")
+        started = time.perf_counter()
+        target = out / f"{run.name}.json"
+        # The arguments are this module's own plan, never user text: no shell, no injection.
+        with open(target.with_suffix(".part"), "w", encoding="utf-8") as stdout:
+            proc = subprocess.run(  # noqa: S603
+                [sys.executable, "-c", "from adapters.cli.main import main; main()", "bench", *run.args],
+                stdout=stdout,
+                env={**os.environ, "ENGRAM_LOG_LEVEL": os.environ.get("ENGRAM_LOG_LEVEL", "warning")},
+                check=False,
+            )
+        if proc.returncode != 0:
+            raise BenchFailed(f"engram bench {' '.join(run.args)} exited with {proc.returncode}")
+        target.with_suffix(".part").replace(target)
+        written.append(target)
+        report(f"[{i}/{len(runs)}] {run.name}: {time.perf_counter() - started:.0f} s → {target}")
+    return written

@@ -1,0 +1,92 @@
+"""Every `engram bench` command runs on tiny inputs and its result renders into the benchmarks page.
+
+Not a timed test: figures are not asserted, only that each benchmark completes, reports what the
+page needs, and that the invariants a benchmark exists to show hold (a rebuild calls no embedder
+or LLM; the page states each goal as met or missed).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from adapters.bench.page import load_results, render_page
+from adapters.cli.main import cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    args = ["bench", "all", "--quick", "--out", str(out), "--page", str(out / "page.md")]
+    url = os.environ.get("ENGRAM_TEST_DATABASE_URL")
+    if url:
+        args += ["--database-url", url]
+    outcome = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert outcome.exit_code == 0, outcome.output
+    return out
+
+
+def read(results: Path, name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((results / f"{name}.json").read_text(encoding="utf-8"))
+    return data
+
+
+def test_every_benchmark_wrote_its_result(results: Path) -> None:
+    expected = {
+        "event-size",
+        "ingest-sqlite",
+        "vectors",
+        "rebuild-sqlite",
+        "lag-sqlite",
+        "patrol",
+        "patrol-fixed",
+        "recall",
+        "http",
+    }
+    if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
+        expected |= {"ingest-postgresql", "rebuild-postgresql", "lag-postgresql"}
+    assert expected <= set(load_results(results))
+    assert not list(results.glob("*.part"))
+
+
+def test_rebuilds_call_no_embedder_and_no_llm(results: Path) -> None:
+    for name in ("rebuild-sqlite", "rebuild-postgresql"):
+        if not (results / f"{name}.json").exists():
+            continue
+        r = read(results, name)
+        assert r["external_calls_during_rebuilds"] == {"embedder": 0, "llm": 0}
+        assert r["totals"]["sql"]["events_per_s"] > 0
+
+
+def test_results_carry_the_machine_and_the_load(results: Path) -> None:
+    for name, r in load_results(results).items():
+        machine = r.get("machine") or r.get("meta")
+        assert machine, name
+        assert machine.get("cpus") and machine.get("date"), name
+
+
+def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path) -> None:
+    page = (results / "page.md").read_text(encoding="utf-8")
+    for heading in (
+        "## Vectors in the event log",
+        "## Ingest",
+        "## Vector search",
+        "## Rebuild",
+        "## Projection lag under load",
+        "## Patrol",
+        "## Recall and query latency",
+        "## HTTP overhead",
+        "## What the figures mean for a deployment",
+    ):
+        assert heading in page
+    assert "Not in this run: locomo." in page
+    rebuild = read(results, "rebuild-sqlite")["totals"]["sql"]["events_per_s"]
+    assert ("**met**" if rebuild >= 20_000 else "**missed**") in page.split("## Rebuild")[1].split("##")[0]
+    assert render_page(load_results(results)) == page
