@@ -9,6 +9,7 @@ node rows, so they never disagree.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -93,8 +94,38 @@ def fts_scope(being_id: str) -> str:
     return "b" + being_id.replace("-", "")
 
 
+_dying_cycle = functools.lru_cache(maxsize=4096)(decay.dying_cycle)
+"""Every node event recomputes it, from few distinct (importance, cycle) pairs: a pure function, cached."""
+
+_to_json = json.JSONEncoder(ensure_ascii=False).encode
+"""`json.dumps(..., ensure_ascii=False)` without building an encoder per call (three per new node)."""
+
+
+_STATE_COLUMNS = (
+    "cluster_id",
+    "status",
+    "fresh",
+    "pinned",
+    "importance",
+    "dying_cycle",
+    "last_activated_at",
+    "last_activated_cycle",
+    "reactivation_count",
+    "read_since_death",
+    "absorbed_into",
+    "embedding_model",
+    "version",
+    "position",
+)
+"""The node columns that events after `Created` change, except `AbsorbedNodes` (it rewrites the scene).
+
+A handler that changes any other column of an existing row marks it `_WHOLE_ROW`."""
+
+_WHOLE_ROW = "_whole_row"
+
+
 def _when(scene: dict[str, Any]) -> str:
-    return json.dumps(scene.get("when", []), ensure_ascii=False)
+    return _to_json(scene.get("when", []))
 
 
 class MemoryView(Projection):
@@ -102,9 +133,13 @@ class MemoryView(Projection):
     schema_version = 3  # 2: full-text index and its columns; 3: `seq` for neighbouring memories
     tables = (NODES, CLUSTERS)
 
-    def create_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
-        """The tables, plus the store's own full-text index over the nodes (FTS5 / PostgreSQL tsvector)."""
-        super().create_schema(db, conn, generation)
+    def create_indexes(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
+        """The indexes, plus the store's own full-text index over the nodes (FTS5 / PostgreSQL tsvector).
+
+        A rebuild calls this after its bulk load: the full-text index is then built once over the rows
+        instead of being updated for every write.
+        """
+        super().create_indexes(db, conn, generation)
         nodes = db.table("nodes", generation)
         cols = ", ".join(FTS_COLUMNS)
         if db.dialect == "sqlite":
@@ -113,6 +148,8 @@ class MemoryView(Projection):
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5({cols}, content='{nodes}', "
                 "content_rowid='rowid', tokenize='porter unicode61')"
             )
+            # Indexes the rows already loaded (none on a new view), before the triggers keep it current.
+            conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
             new = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
             old = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
             changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in FTS_COLUMNS)
@@ -158,6 +195,26 @@ class MemoryView(Projection):
         cluster_ids += [str(r["cluster_id"]) for r in batch.nodes.rows.values() if r is not None]
         batch.clusters.prefetch(batch.conn, cluster_ids)
 
+    def before_commit(self, batch: Batch) -> None:
+        """Write node rows whose text did not change with an UPDATE of their state columns only.
+
+        Most node events (a status change, a reactivation) change a few small columns; upserting the
+        whole row rewrites the scene's text and makes the full-text trigger compare it (about half
+        the cost of a patrol's memory view). Rows left dirty (new ones, rewritten scenes) are
+        upserted whole by the batch as usual.
+        """
+        nodes = batch.nodes
+        narrow: list[list[Any]] = []
+        for key in nodes.dirty:
+            row = nodes.rows[key]
+            if row is not None and _WHOLE_ROW not in row:
+                narrow.append([*(row[c] for c in _STATE_COLUMNS), key])
+        if not narrow:
+            return
+        sets = ", ".join(f"{c} = ?" for c in _STATE_COLUMNS)
+        batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", narrow)
+        nodes.dirty.difference_update(r[-1] for r in narrow)
+
     # -- helpers ------------------------------------------------------------------------------
 
     def _node(self, batch: Batch, event: Any) -> dict[str, Any]:
@@ -180,7 +237,7 @@ class MemoryView(Projection):
     def _save(self, batch: Batch, row: dict[str, Any], event: Any) -> None:
         row["version"] = event.originator_version
         row["position"] = batch.position
-        row["dying_cycle"] = decay.dying_cycle(row["importance"], row["last_activated_cycle"])
+        row["dying_cycle"] = _dying_cycle(row["importance"], row["last_activated_cycle"])
         batch.nodes.put(row)
 
     def _set_status(self, batch: Batch, row: dict[str, Any], status: str) -> None:
@@ -224,6 +281,7 @@ class MemoryView(Projection):
 
     @handles(MemoryNode.Created)
     def _node_created(self, batch: Batch, e: MemoryNode.Created) -> None:
+        at = e.timestamp.isoformat()
         row = {
             "id": str(e.originator_id),
             "being_id": str(e.being_id),
@@ -232,7 +290,7 @@ class MemoryView(Projection):
             "fresh": True,
             "pinned": False,
             "importance": e.importance,
-            "last_activated_at": e.timestamp.isoformat(),
+            "last_activated_at": at,
             "last_activated_cycle": e.activation_cycle,
             "reactivation_count": 0,
             "read_since_death": False,
@@ -243,15 +301,16 @@ class MemoryView(Projection):
             "actors": " ".join(e.scene.get("actors", [])),
             "dialogue": "\n".join(e.scene.get("dialogue") or []),
             "fts_scope": fts_scope(str(e.being_id)),
-            "themes": json.dumps(e.themes, ensure_ascii=False),
+            "themes": _to_json(e.themes),
             "when_json": _when(e.scene),
-            "scene_json": json.dumps(e.scene, ensure_ascii=False),
+            "scene_json": _to_json(e.scene),
             "emotion_json": json.dumps(e.emotion) if e.emotion is not None else None,
             "source_note_id": str(e.source_note_id) if e.source_note_id else None,
             "source_ref": e.source_ref,
             "embedding_model": None,
-            "created_at": e.timestamp.isoformat(),
+            "created_at": at,
             "seq": batch.position,
+            _WHOLE_ROW: True,  # not a column: a new row is inserted whole (see `before_commit`)
         }
         self._count(batch, row["cluster_id"], active=1, total=1)
         self._save(batch, row, e)
@@ -311,11 +370,12 @@ class MemoryView(Projection):
         scene = json.loads(row["scene_json"])
         scene["when"] = [*scene.get("when", []), *e.when_entries]
         row.update(
-            scene_json=json.dumps(scene, ensure_ascii=False),
+            scene_json=_to_json(scene),
             when_json=_when(scene),
             importance=e.importance,
             fresh=False,
         )
+        row[_WHOLE_ROW] = True
         self._save(batch, row, e)
 
     @handles(MemoryNode.FreshnessCleared)

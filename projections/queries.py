@@ -103,6 +103,38 @@ def _scoped(column: str, db: ViewDatabase, by_id: bool) -> str:
     return f"+{column} = ?" if by_id and db.dialect == "sqlite" else f"{column} = ?"
 
 
+_BM25_RANK = "bm25(" + ", ".join(str(w) for w in FTS_WEIGHTS) + ")"
+LEXICAL_SLACK = 20
+"""Extra full-text rows fetched beyond `limit`, for the rows `_fts_top` drops (other statuses, ties)."""
+
+
+def _fts_top(conn: Any, nodes: str, match: str, limit: int, statuses: set[str]) -> list[tuple[str, float]]:
+    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id).
+
+    FTS5 sorts by `rank` inside the index and keeps the top rows, so only those are joined to the
+    nodes (ids, statuses) instead of every match; a few more than `limit` are fetched for the rows of
+    other statuses, and more are asked for in the rare case that is not enough. Rows with exactly
+    the same bm25 across the cut are taken in rowid (noting) order.
+    """
+    fts = f"{nodes}_fts"
+    fetch = limit + LEXICAL_SLACK
+    while True:
+        rows = conn.query(
+            f"SELECT t.rowid AS rowid, n.id AS id, n.status AS status, -t.rank AS score FROM (SELECT rowid, "
+            f"rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? ORDER BY rank, rowid LIMIT ?) AS t "
+            f"JOIN {nodes} n ON n.rowid = t.rowid",
+            [match, _BM25_RANK, fetch],
+        )
+        kept = [
+            (str(r["id"]), float(r["score"]))
+            for r in sorted(rows, key=lambda r: (-float(r["score"]), int(r["rowid"])))
+            if r["status"] in statuses
+        ]
+        if len(kept) >= limit or len(rows) < fetch:
+            return sorted(kept[:limit], key=lambda hit: (-hit[1], hit[0]))
+        fetch *= 4
+
+
 class ReadModels:
     """Read access to the views of one deployment (`Views.dbs`)."""
 
@@ -225,6 +257,14 @@ class ReadModels:
                     out[r["id"]] = np.frombuffer(r["vector"], dtype="<f4").astype(np.float32)
         return out
 
+    def vector_models(self, kind: str = "nodes") -> list[str]:
+        """The embedding models with a collection of `kind` (`nodes`, `centroids`) in the active generation."""
+        db = self.dbs["vectors"]
+        with db.read() as conn:
+            table = engine.read_tables(conn, db, self.projections["vectors"])["collections"]
+            rows = conn.query(f"SELECT model FROM {table} WHERE kind = ? ORDER BY model", [kind])
+        return [str(r["model"]) for r in rows]
+
     def children(self, being_id: UUID, cluster_id: UUID | str) -> list[Row]:
         return self._select(
             "memory",
@@ -259,31 +299,23 @@ class ReadModels:
         with db.read() as conn:
             nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
             if db.dialect == "sqlite":
-                fts = f"{nodes}_fts"
                 match = (
                     f'fts_scope:"{fts_scope(str(being_id))}" AND ('
                     + " OR ".join(f'actors:"{t}"' if t in names else f'"{t}"' for t in terms)
                     + ")"
                 )
-                weights = ", ".join(str(w) for w in FTS_WEIGHTS)
-                rows = conn.query(
-                    f"SELECT n.id AS id, -bm25({fts}, {weights}) AS score FROM {fts} JOIN {nodes} n "
-                    f"ON n.rowid = {fts}.rowid WHERE {fts} MATCH ? AND n.status IN ({marks}) "
-                    "ORDER BY score DESC, n.id LIMIT ?",
-                    [match, *statuses, limit],
-                )
-            else:
-                # Weight B holds the actors (and the `when` text): names match there only.
-                rows = conn.query(
-                    f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
-                    f"WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q ORDER BY score DESC, id LIMIT ?",
-                    [
-                        " | ".join(f"{t}:B" if t in names else t for t in terms),
-                        str(being_id),
-                        *statuses,
-                        limit,
-                    ],
-                )
+                return _fts_top(conn, nodes, match, limit, set(statuses))
+            # Weight B holds the actors (and the `when` text): names match there only.
+            rows = conn.query(
+                f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
+                f"WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q ORDER BY score DESC, id LIMIT ?",
+                [
+                    " | ".join(f"{t}:B" if t in names else t for t in terms),
+                    str(being_id),
+                    *statuses,
+                    limit,
+                ],
+            )
         return [(str(r["id"]), float(r["score"])) for r in rows]
 
     def actor_terms(self, being_id: UUID, text: str) -> set[str]:
@@ -295,18 +327,27 @@ class ReadModels:
         found: set[str] = set()
         with db.read() as conn:
             nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+            if db.dialect == "sqlite":  # one statement: a round trip per word costs more than the lookups
+                scope = fts_scope(str(being_id))
+                for part in chunks(words, 200):  # SQLite allows 500 terms in a compound SELECT
+                    params: list[Any] = []
+                    for word in part:
+                        params += [word, f'fts_scope:"{scope}" AND actors:"{word}"']
+                    rows = conn.query(
+                        " UNION ALL ".join(
+                            f"SELECT ? AS word WHERE EXISTS (SELECT 1 FROM {nodes}_fts WHERE {nodes}_fts MATCH ?)"
+                            for _ in part
+                        ),
+                        params,
+                    )
+                    found.update(str(r["word"]) for r in rows)
+                return found
             for word in words:
-                if db.dialect == "sqlite":
-                    hit = conn.query_one(
-                        f"SELECT 1 AS hit FROM {nodes}_fts WHERE {nodes}_fts MATCH ? LIMIT 1",
-                        [f'fts_scope:"{fts_scope(str(being_id))}" AND actors:"{word}"'],
-                    )
-                else:
-                    hit = conn.query_one(
-                        f"SELECT 1 AS hit FROM {nodes} WHERE being_id = ? "
-                        "AND tsv @@ to_tsquery('english', ?) LIMIT 1",
-                        [str(being_id), f"{word}:B"],
-                    )
+                hit = conn.query_one(
+                    f"SELECT 1 AS hit FROM {nodes} WHERE being_id = ? "
+                    "AND tsv @@ to_tsquery('english', ?) LIMIT 1",
+                    [str(being_id), f"{word}:B"],
+                )
                 if hit is not None:
                     found.add(word)
         return found

@@ -46,6 +46,10 @@ class ViewConnection(Protocol):
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None: ...
 
+    def insert_many(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert rows that are known not to exist yet (PostgreSQL streams them with COPY)."""
+        ...
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]: ...
 
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None: ...
@@ -67,6 +71,14 @@ class ViewDatabase(Protocol):
 
     def table(self, logical: str, generation: int) -> str:
         """The physical name of a logical table in a generation (PostgreSQL adds the view's prefix)."""
+        ...
+
+    def bulk(self) -> AbstractContextManager[None]:
+        """Connection settings for a rebuild filling a generation that nobody reads yet, undone on exit.
+
+        Only what keeps every commit as durable and atomic as usual: a rebuild's switch commits
+        through the same connection.
+        """
         ...
 
     def close(self) -> None: ...

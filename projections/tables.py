@@ -4,12 +4,18 @@ A batch of events is applied to rows held in memory: the rows it touches are
 loaded with one query per table, handlers change them as plain dicts, and the
 dirty rows are written back with one `executemany` upsert. That keeps a batch
 to a handful of round trips on PostgreSQL and the handlers free of SQL.
+
+A rebuild fills a generation that starts empty and that only it writes, so its
+caches can be *complete*: they outlive a batch, a key they do not hold has no
+row, nothing is read back, and rows never written before are inserted (COPY on
+PostgreSQL) instead of upserted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from projections.sql import ViewConnection, chunks, types
@@ -35,12 +41,20 @@ class TableSpec:
     unique: tuple[tuple[str, ...], ...] = ()
 
     def ddl(self, physical: str, dialect: Any) -> list[str]:
+        return [*self.table_ddl(physical, dialect), *self.index_ddl(physical)]
+
+    def table_ddl(self, physical: str, dialect: Any) -> list[str]:
+        """The table with its key and unique constraints: what its rows need to be written."""
         t = types(dialect)
         cols = [
             f"{c} {t[kind]}" + (" PRIMARY KEY" if c == self.key else "") for c, kind in self.columns.items()
         ]
         cols += [f"UNIQUE ({', '.join(u)})" for u in self.unique]
-        statements = [f"CREATE TABLE IF NOT EXISTS {physical} ({', '.join(cols)})"]
+        return [f"CREATE TABLE IF NOT EXISTS {physical} ({', '.join(cols)})"]
+
+    def index_ddl(self, physical: str) -> list[str]:
+        """The secondary indexes, which only reads need (a rebuild adds them after its bulk load)."""
+        statements = []
         for ix in self.indexes:
             where = f" WHERE {ix.where}" if ix.where else ""
             statements.append(
@@ -61,6 +75,9 @@ class TableSpec:
         return row
 
 
+_ABSENT: Any = object()
+
+
 @dataclass
 class RowCache:
     """The rows of one table that a batch reads and writes."""
@@ -69,8 +86,19 @@ class RowCache:
     physical: str
     rows: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
+    complete: bool = False
+    """Every row of the table is in `rows` (see the module's docstring): a key not held has no row."""
+    stored: set[str] = field(default_factory=set)
+    """With `complete`: the keys that have a row in the table, so that new rows are inserted."""
+
+    @classmethod
+    def for_new_table(cls, spec: TableSpec, physical: str) -> RowCache:
+        """A complete cache for an empty table that only its owner writes (a generation being rebuilt)."""
+        return cls(spec, physical, complete=True)
 
     def prefetch(self, conn: ViewConnection, keys: Iterable[str]) -> None:
+        if self.complete:
+            return
         missing = [k for k in dict.fromkeys(keys) if k not in self.rows]
         for part in chunks(missing, MAX_IN_LIST):
             marks = ", ".join("?" for _ in part)
@@ -84,9 +112,13 @@ class RowCache:
                 self.rows.setdefault(k, None)
 
     def get(self, conn: ViewConnection, key: str) -> dict[str, Any] | None:
-        if key not in self.rows:
+        row = self.rows.get(key, _ABSENT)
+        if row is _ABSENT:
+            if self.complete:
+                return None
             self.prefetch(conn, [key])
-        return self.rows[key]
+            row = self.rows[key]
+        return row  # type: ignore[no-any-return]
 
     def put(self, row: dict[str, Any]) -> None:
         key = str(row[self.spec.key])
@@ -100,22 +132,55 @@ class RowCache:
     def flush(self, conn: ViewConnection) -> None:
         if not self.dirty:
             return
-        cols = list(self.spec.columns)
+        spec = self.spec
+        cols = list(spec.columns)
+        width = len(cols)
+        pick = itemgetter(*cols) if width > 1 else (lambda row: (row[cols[0]],))
         upserts: list[Sequence[Any]] = []
+        inserts: list[Sequence[Any]] = []
         deletes: list[Sequence[Any]] = []
+        complete, stored = self.complete, self.stored
         for key in self.dirty:
             row = self.rows[key]
             if row is None:
-                deletes.append((key,))
+                if not complete or key in stored:
+                    deletes.append((key,))
+                    stored.discard(key)
+                continue
+            try:
+                values = pick(row)
+            except KeyError:  # a column the handlers never set is NULL
+                values = tuple(row.get(c) for c in cols)
+            if len(row) > width:
+                # Handlers may leave notes for `before_commit` in a row; a row that outlives its batch
+                # must look like one read back from the table.
+                for extra in [k for k in row if k not in spec.columns]:
+                    del row[extra]
+            if not complete or key in stored:
+                upserts.append(values)
             else:
-                upserts.append([row.get(c) for c in cols])
+                inserts.append(values)
+                stored.add(key)
         if deletes:
-            conn.executemany(f"DELETE FROM {self.physical} WHERE {self.spec.key} = ?", deletes)
+            conn.executemany(f"DELETE FROM {self.physical} WHERE {spec.key} = ?", deletes)
+        if inserts:
+            conn.insert_many(self.physical, cols, inserts)
         if upserts:
-            updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != self.spec.key)
+            updates = ", ".join(f"{c} = excluded.{c}" for c in cols if c != spec.key)
             conn.executemany(
                 f"INSERT INTO {self.physical} ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)}) "
-                f"ON CONFLICT ({self.spec.key}) DO UPDATE SET {updates}",
+                f"ON CONFLICT ({spec.key}) DO UPDATE SET {updates}",
                 upserts,
             )
         self.dirty.clear()
+
+    def trim(self, max_rows: int) -> None:
+        """Forget every row once more than `max_rows` are held, to bound a long rebuild's memory.
+
+        Call between batches (nothing dirty); the cache is no longer complete, and later batches read
+        the rows they need back from the table.
+        """
+        if len(self.rows) > max_rows and not self.dirty:
+            self.rows.clear()
+            self.stored.clear()
+            self.complete = False

@@ -30,7 +30,9 @@ from domain.errors import DomainError
 class ServiceUnavailable(DomainError):
     code = "unavailable"
 
+
 Vector = npt.NDArray[np.float32]
+
 
 class VectorIndexBusy(ServiceUnavailable):
     """The embedded index is held by another Engram process (Qdrant Edge opens a shard in one process only)."""
@@ -74,6 +76,18 @@ class SearchFilter:
     statuses: frozenset[str] | None = None
     cluster_ids: frozenset[str] | None = None
     exclude_ids: frozenset[UUID] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexStats:
+    """How much of a collection the engine's vector index (HNSW) covers; the rest is searched exactly."""
+
+    points: int
+    indexed: int
+
+    @property
+    def unindexed(self) -> int:
+        return max(0, self.points - self.indexed)
 
 
 class VectorIndex(Protocol):
@@ -130,10 +144,16 @@ class VectorIndex(Protocol):
 
     def resolve_alias(self, alias: str) -> str | None: ...
 
+    def index_stats(self, collection: str) -> IndexStats:
+        """Points in `collection` and how many of them the vector index covers (engines that index
+        on their own report all of them)."""
+        ...
+
     def optimize(self, collection: str) -> None:
         """Build indexes (HNSW) where the engine needs an explicit step; a no-op elsewhere.
 
-        May hold the GIL for a long time (Qdrant Edge): never call it on a request path.
+        Blocks the caller for as long as the build takes (a minute at 100k points on Qdrant Edge):
+        run it from maintenance (the worker) or an admin command, never on a request path.
         """
         ...
 

@@ -18,7 +18,7 @@ import re
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -31,7 +31,7 @@ from domain.node import MemoryNode, NodeStatus
 from projections.engine import Batch, Projection, handles
 from projections.sql import ViewConnection, ViewDatabase
 from projections.tables import Index, TableSpec
-from projections.vector_index import SearchFilter, VectorIndex, VectorPoint
+from projections.vector_index import PayloadUpdate, SearchFilter, VectorIndex, VectorPoint
 
 log = structlog.get_logger("engram.projections.vectors")
 
@@ -88,6 +88,30 @@ def centroids_alias(model: str) -> str:
     return f"engram_centroids__{model_slug(model)}"
 
 
+_STATE = ("cluster_id", "status", "fresh", "pinned", "model", "vector")
+"""A node row's fields that a point or a centroid depends on (`position` aside)."""
+
+_NEW_VECTOR = "_new_vector"
+_WHOLE_ROW = "_whole_row"
+
+_MOVES_A_VECTOR: dict[str, tuple[type, ...]] = {
+    NodeStatus.ACTIVE: (
+        MemoryNode.Embedded,
+        MemoryNode.MovedToCluster,
+        MemoryNode.FlaggedDying,
+        MemoryNode.MadeDead,
+        MemoryNode.Absorbed,
+    ),
+    NodeStatus.DYING: (MemoryNode.Pinned, MemoryNode.Reactivated),
+    NodeStatus.DEAD: (MemoryNode.Revived,),
+}
+"""Node events that add a vector to a centroid or take it out, by the node's status before the event."""
+
+
+def _may_move_vector(event: Any, status: str) -> bool:
+    return isinstance(event, _MOVES_A_VECTOR.get(status, ()))
+
+
 def _f32(blob: bytes) -> np.ndarray[Any, np.dtype[np.float32]]:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
@@ -112,16 +136,25 @@ class VectorsView(Projection):
     def prefetch(self, batch: Batch, events: Any) -> None:
         node_ids = [str(e.originator_id) for e in events if isinstance(e, MemoryNode.Event)]
         batch.vector_nodes.prefetch(batch.conn, node_ids)
+        # Clusters and centroids only where an event may move a vector in or out of a centroid: most
+        # small batches (reads reactivating active nodes) touch none, and a miss still loads on use.
         cluster_ids = [str(e.originator_id) for e in events if isinstance(e, Cluster.Event)]
-        cluster_ids += [str(e.cluster_id) for e in events if isinstance(e, MemoryNode.MovedToCluster)]
-        cluster_ids += [str(r["cluster_id"]) for r in batch.vector_nodes.rows.values() if r is not None]
-        batch.vector_clusters.prefetch(batch.conn, cluster_ids)
-        models = {r["model"] for r in batch.vector_nodes.rows.values() if r and r["model"]}
-        models |= {e.embedding.model for e in events if isinstance(e, MemoryNode.Embedded)}
-        batch.centroids.prefetch(batch.conn, [f"{c}:{m}" for c in cluster_ids for m in models])
-        batch.collections.prefetch(batch.conn, [f"{k}:{m}" for k in ("nodes", "centroids") for m in models])
+        models: set[str] = set()
+        for e in events:
+            if isinstance(e, MemoryNode.Created | MemoryNode.MovedToCluster):
+                cluster_ids.append(str(e.cluster_id))
+            if isinstance(e, MemoryNode.Embedded):
+                models.add(e.embedding.model)
+            row = batch.vector_nodes.rows.get(str(e.originator_id))
+            if row is not None and _may_move_vector(e, row["status"]):
+                cluster_ids.append(str(row["cluster_id"]))
+                if row["model"]:
+                    models.add(row["model"])
+        if cluster_ids:
+            batch.vector_clusters.prefetch(batch.conn, cluster_ids)
+            batch.centroids.prefetch(batch.conn, [f"{c}:{m}" for c in cluster_ids for m in models])
 
-    def _contribution(self, row: dict[str, Any] | None) -> tuple[str, str] | None:
+    def _contribution(self, row: Mapping[str, Any] | None) -> tuple[str, str] | None:
         """(cluster, model) whose centroid this node counts in, or None."""
         if row is None or row["vector"] is None or row["status"] != NodeStatus.ACTIVE:
             return None
@@ -156,15 +189,19 @@ class VectorsView(Projection):
             raise LookupError(
                 f"vectors view: event {type(event).__qualname__} for unknown node {event.originator_id}"
             )
-        before = self._contribution(row)
+        was = {k: row[k] for k in _STATE}
         change(row)
-        after = self._contribution(row)
-        if before != after:
-            vector = _f32(row["vector"])
+        if all(row[k] == was[k] for k in _STATE):
+            # Nothing a point or a centroid holds changed (e.g. a read reactivating an active node):
+            # neither the row nor the index is written. The point keeps the position of the last event
+            # that changed it, live and rebuilt alike, and a later change carries a greater one.
+            return
+        before, after = self._contribution(was), self._contribution(row)
+        if before != after or was["vector"] != row["vector"]:
             if before is not None:
-                self._adjust(batch, before, vector, -1)
+                self._adjust(batch, before, _f32(was["vector"]), -1)
             if after is not None:
-                self._adjust(batch, after, vector, +1)
+                self._adjust(batch, after, _f32(row["vector"]), +1)
         row["position"] = batch.position
         batch.vector_nodes.put(row)
 
@@ -206,18 +243,19 @@ class VectorsView(Projection):
                 "model": None,
                 "vector": None,
                 "position": batch.position,
+                _WHOLE_ROW: True,  # not a column: a new row is inserted whole (see `before_commit`)
             }
         )
 
     @handles(MemoryNode.Embedded)
     def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
         def change(row: dict[str, Any]) -> None:
-            # Re-embedding with the same model replaces the vector: take the old one out first.
-            if row["vector"] is not None and row["status"] == NodeStatus.ACTIVE:
-                self._adjust(batch, (row["cluster_id"], row["model"]), _f32(row["vector"]), -1)
-                row["vector"] = None
+            # `_change` takes a replaced vector out of its centroid and puts the new one in.
             row["model"] = e.embedding.model
             row["vector"] = e.embedding.data
+            # Not a column (flush writes only the spec's columns): tells `before_commit` that this
+            # batch gave the point a vector, so the whole point is written, not only its payload.
+            row[_NEW_VECTOR] = True
 
         self._change(batch, e, change)
 
@@ -272,26 +310,41 @@ class VectorsView(Projection):
     # -- writing to the index -------------------------------------------------------------------
 
     def _collection(self, batch: Batch, kind: str, model: str, dim: int) -> str:
-        """The collection of this generation for (kind, model), created on first use."""
-        name = f"engram_{kind}__{model_slug(model)}__g{batch.generation}"
-        key = f"{kind}:{model}"
-        if batch.collections.get(batch.conn, key) is None:
-            self.index.ensure_collection(name, dim)
-            batch.collections.put({"id": key, "kind": kind, "model": model, "dim": dim})
-            if batch.active:
-                self.index.set_alias(_alias(kind, model), name)
-        return name
+        """The collection of this generation for (kind, model), created on first use.
+
+        A model's node and centroid collections are created together: which collections exist then
+        depends only on the model having vectors, never on where batches cut the log (a centroid that
+        exists only between two events of one rebuild batch would otherwise leave live and rebuilt
+        views with different collections).
+        """
+        if batch.collections.get(batch.conn, f"{kind}:{model}") is None:
+            for each in ("nodes", "centroids"):
+                if batch.collections.get(batch.conn, f"{each}:{model}") is None:
+                    created = f"engram_{each}__{model_slug(model)}__g{batch.generation}"
+                    self.index.ensure_collection(created, dim)
+                    batch.collections.put({"id": f"{each}:{model}", "kind": each, "model": model, "dim": dim})
+                    if batch.active:
+                        self.index.set_alias(_alias(each, model), created)
+        return f"engram_{kind}__{model_slug(model)}__g{batch.generation}"
 
     def before_commit(self, batch: Batch) -> None:
         points: dict[str, list[VectorPoint]] = {}
+        payloads: dict[str, list[PayloadUpdate]] = {}
         for key in batch.vector_nodes.dirty:
             row = batch.vector_nodes.rows[key]
             if row is None or row["vector"] is None:
                 continue
-            vector = _f32(row["vector"])
-            name = self._collection(batch, "nodes", row["model"], len(vector))
+            dim = len(row["vector"]) // 4
+            known = batch.collections.get(batch.conn, f"nodes:{row['model']}") is not None
+            name = self._collection(batch, "nodes", row["model"], dim)
             payload = {k: row[k] for k in ("being_id", "status", "cluster_id", "fresh", "pinned", "position")}
-            points.setdefault(name, []).append(VectorPoint(UUID(row["id"]), vector, payload))
+            if row.get(_NEW_VECTOR) or not known:
+                points.setdefault(name, []).append(VectorPoint(UUID(row["id"]), _f32(row["vector"]), payload))
+            else:
+                # The point was written with this vector by an earlier batch (the view's tracking
+                # position only advances after the index acknowledged): only its payload changes, and
+                # rewriting a 384-1536-float vector for a status change costs more than the change.
+                payloads.setdefault(name, []).append(PayloadUpdate(UUID(row["id"]), payload))
         removed: dict[str, list[UUID]] = {}
         for key in batch.centroids.dirty:
             row = batch.centroids.rows[key]
@@ -318,8 +371,28 @@ class VectorsView(Projection):
             points.setdefault(name, []).append(VectorPoint(UUID(cluster_id), mean, payload))
         for name, batch_points in points.items():
             self.index.upsert(name, batch_points)
+        for name, updates in payloads.items():
+            self.index.set_payloads(name, updates)
         for name, ids in removed.items():
             self.index.delete(name, ids)
+        self._write_changed_rows(batch)
+
+    def _write_changed_rows(self, batch: Batch) -> None:
+        """Rows whose vector this batch left alone: an UPDATE of their small columns, not an upsert of
+        the vector too. New rows and new vectors stay dirty, for the batch's usual upsert."""
+        nodes = batch.vector_nodes
+        narrow = [
+            [row["cluster_id"], row["status"], row["fresh"], row["pinned"], row["position"], key]
+            for key in nodes.dirty
+            if (row := nodes.rows[key]) is not None and _WHOLE_ROW not in row and _NEW_VECTOR not in row
+        ]
+        if narrow:
+            batch.conn.executemany(
+                f"UPDATE {nodes.physical} SET cluster_id = ?, status = ?, fresh = ?, pinned = ?, position = ? "
+                "WHERE id = ?",
+                narrow,
+            )
+            nodes.dirty.difference_update(r[-1] for r in narrow)
 
     def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         for row in conn.query(f"SELECT * FROM {db.table('collections', generation)}"):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from domain.errors import InvalidInput
 from domain.node import MemoryNode, ReactivationSource
 from domain.scene import Scene
-from services.beings import resolve_being
+from services.beings import resolve_being_id
 from services.errors import NotFound
 from services.query_text import (
     DateSpan,
@@ -36,6 +36,7 @@ from services.ranking import Profile, profile
 from services.thresholds import thresholds_for
 
 RECALL_LIMIT = 3
+_MEMORY_VIEWS = ("memory", "vectors")  # what recall and query read
 MAX_QUERY_K = 100
 MAX_QUERY_CHARS = 4000
 MAX_SEARCH_TERMS = 20
@@ -118,10 +119,11 @@ class Reading:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _being(self, ref: str) -> UUID:
-        being = resolve_being(self.e.store, ref)
-        self.e.views.ensure()
-        return UUID(str(being.id))
+    def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
+        """The being's id, once the views it reads (`views`, default all) include the latest writes."""
+        being_id = resolve_being_id(self.e.store, ref)
+        self.e.views.ensure(names=views)
+        return being_id
 
     def _reactivate(
         self, being_id: UUID, rows: Sequence[dict[str, Any]], source: ReactivationSource
@@ -169,7 +171,7 @@ class Reading:
         `vector`: the text's embedding by the configured embedder, when the caller already has it.
         """
         text = self._check_text(text)
-        being_id = self._being(being_ref)
+        being_id = self._being(being_ref, _MEMORY_VIEWS)
         model = self.e.embedder.model_id
         if vector is None:
             model, vector = self._vector(text)
@@ -226,7 +228,7 @@ class Reading:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
         text = self._check_text(text)
-        being_id = self._being(being_ref)
+        being_id = self._being(being_ref, _MEMORY_VIEWS)
         read = self.e.views.read
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
         n = max(p.candidates, k)
@@ -247,7 +249,9 @@ class Reading:
         dates = query_dates(text) if p.dates > 0 else []
         scores = combine(p, semantic, lexical, rows, now, dates)
         if rows and (p.neighbours > 0 or p.answers > 0):
-            seeds = [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: p.neighbour_seeds]]
+            seeds = [
+                i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: p.neighbour_seeds]
+            ]
             seqs = [rows[i]["seq"] for i in seeds if rows[i]["seq"] is not None]
             extra = {
                 i: r
@@ -258,10 +262,7 @@ class Reading:
             scores.update(combine(p, semantic, lexical, extra, now, dates))
             scores = spread_to_neighbours(p, scores, rows, seeds)
         if p.question_penalty > 0:
-            scores = {
-                i: s * (1 - p.question_penalty) if is_question(rows[i]["action"]) else s
-                for i, s in scores.items()
-            }
+            scores = {i: s * (1 - p.question_penalty) if _asks(rows[i]) else s for i, s in scores.items()}
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
@@ -332,6 +333,37 @@ def _when(row: dict[str, Any]) -> list[Any]:
     return when
 
 
+# A ranking row is scored once per query and its neighbours looked at many times: what is derived
+# from it is computed once and kept on the row (under keys the views never use).
+
+
+def _dates(row: dict[str, Any]) -> list[_dt.date]:
+    if "_dates" not in row:
+        row["_dates"] = node_dates(_when(row))
+    dates: list[_dt.date] = row["_dates"]
+    return dates
+
+
+def _day(row: dict[str, Any]) -> str | None:
+    if "_day" not in row:
+        raw = row["when_json"]
+        # Nearly every `when` starts with a plain date string: read it without decoding the JSON.
+        head = raw[2:12]
+        if raw.startswith('["') and raw[12:13] == '"' and '"' not in head and "\\" not in head:
+            row["_day"] = head
+        else:
+            row["_day"] = first_date(_when(row))
+    day: str | None = row["_day"]
+    return day
+
+
+def _asks(row: dict[str, Any]) -> bool:
+    if "_asks" not in row:
+        row["_asks"] = is_question(row["action"])
+    asks: bool = row["_asks"]
+    return asks
+
+
 def combine(
     p: Profile,
     semantic: Sequence[tuple[str, float]],
@@ -351,11 +383,8 @@ def combine(
     sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
     lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
     out: dict[str, float] = {}
+    spread = sem_hi - sem_lo
     for node_id, row in rows.items():
-        age_days = max(
-            0.0, (now - _dt.datetime.fromisoformat(row["last_activated_at"])).total_seconds() / 86400
-        )
-        recency = 1.0 / (1.0 + age_days / p.recency_days)
         if p.fusion == "rrf":
             score = sum(
                 w / (p.rrf_k + rank[node_id])
@@ -367,14 +396,19 @@ def combine(
             if node_id in lex:
                 score += p.lexical * max(0.0, lex[node_id] / top_lex) ** p.lexical_power
             if node_id in sem:
-                spread = sem_hi - sem_lo
                 score += p.semantic * ((sem[node_id] - sem_lo) / spread if spread > 1e-9 else 1.0)
         else:
             score = p.semantic * max(0.0, sem.get(node_id, 0.0)) + p.lexical * lex.get(node_id, 0.0) / top_lex
             score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
         if dates and p.dates > 0:
-            score += p.dates * date_closeness(dates, node_dates(_when(row)), p.date_days)
-        score += p.importance * row["importance"] + p.recency * recency
+            score += p.dates * date_closeness(dates, _dates(row), p.date_days)
+        if p.recency:
+            age_days = max(
+                0.0, (now - _dt.datetime.fromisoformat(row["last_activated_at"])).total_seconds() / 86400
+            )
+            score += p.importance * row["importance"] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
+        else:  # no clock arithmetic for a term that weighs nothing
+            score += p.importance * row["importance"]
         out[node_id] = score if math.isfinite(score) else 0.0
     return out
 
@@ -392,8 +426,8 @@ def spread_to_neighbours(
         if seed not in at:
             continue
         row, score = rows[seed], scores.get(seed, 0.0)
-        day = first_date(_when(row))
-        asks = is_question(row["action"])
+        day = _day(row)
+        asks = _asks(row)
         for step in range(1, p.neighbour_radius + 1):
             decay = p.neighbour_decay ** (step - 1)
             for k, share in (
@@ -403,7 +437,7 @@ def spread_to_neighbours(
                 if share <= 0 or not 0 <= k < len(order):
                     continue
                 other = order[k][1]
-                if first_date(_when(rows[other])) != day:
+                if _day(rows[other]) != day:
                     continue
                 offered[other] = max(offered.get(other, 0.0), share * decay * score)
     return {i: s + offered.get(i, 0.0) for i, s in scores.items()}

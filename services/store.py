@@ -8,6 +8,7 @@ caller can learn that another being's resource exists.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import Any, TypeVar
 from uuid import UUID
 
@@ -15,6 +16,7 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
 
+from adapters.eventstore import batch_reads
 from services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
@@ -40,6 +42,41 @@ class AggregateStore:
         if being_id is not None and getattr(agg, "being_id", None) != being_id:
             raise NotFound(f"{label} {aggregate_id} not found")
         return agg
+
+    def get_many(self, cls: type[A], ids: Sequence[UUID], *, being_id: UUID | None = None) -> list[A]:
+        """`get` for many aggregates at once, in the order of `ids`, with the same `NotFound` rule.
+
+        Two queries per few hundred aggregates (their latest snapshots, then the events after them)
+        instead of two per aggregate: a patrol step that changes a thousand nodes loads them in
+        milliseconds, not a second.
+        """
+        unique = list(dict.fromkeys(ids))
+        recorder = self.app.recorder
+        snapshots_store = self.app.snapshots
+        if not unique or not batch_reads.supports(recorder):
+            return [self.get(cls, i, being_id=being_id) for i in ids]
+        mapper = self.app.mapper
+        snapshots = (
+            batch_reads.latest_records(snapshots_store.recorder, unique)
+            if snapshots_store is not None and batch_reads.supports(snapshots_store.recorder)
+            else {}
+        )
+        after = {i: snapshots[i].originator_version if i in snapshots else 0 for i in unique}
+        records = batch_reads.records_after(recorder, after)
+        loaded: dict[UUID, A] = {}
+        for i in unique:
+            agg: Any = None
+            # What the repository's projector does, without its per-event runtime Protocol check
+            # (~45 µs an event, more than decoding it).
+            for record in chain([snapshots[i]] if i in snapshots else [], records.get(i, ())):
+                agg = mapper.to_domain_event(record).mutate(agg)  # type: ignore[attr-defined]
+            label = cls.__name__
+            if not isinstance(agg, cls):
+                raise NotFound(f"{label} {i} not found")
+            if being_id is not None and getattr(agg, "being_id", None) != being_id:
+                raise NotFound(f"{label} {i} not found")
+            loaded[i] = agg
+        return [loaded[i] for i in ids]
 
     def find(self, cls: type[A], aggregate_id: UUID) -> A | None:
         try:

@@ -7,23 +7,84 @@ retried with exponential backoff; the other projections keep going.
 
 New events are noticed by polling on SQLite, and by LISTEN/NOTIFY on PostgreSQL plus a periodic
 safety pull, because a lost notification must never stall a projection.
+
+Maintenance: a thread of its own builds the HNSW index of a node collection once enough points
+are searched by brute force (`VectorMaintenance`, ADR 0009); never a request or projection thread.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import structlog
 
 from projections import engine
+from projections.vectors import nodes_alias
 from services.views import Views
 
 log = structlog.get_logger("engram.worker")
 
 MAX_BACKOFF_S = 30.0
 SAFETY_PULL_S = 2.0
+OPTIMIZE_MIN_NEW_POINTS = 10_000
+"""A node collection is optimized (HNSW built) once at least this many of its points are outside the
+index *and* it holds this many more points than after its last optimize. Below it, exact search over
+the unindexed points costs a few ms; Edge leaves segments under its indexing threshold (10 MB of
+vectors, ~6.8k points at 384 dims) unindexed anyway."""
+MAINTENANCE_INTERVAL_S = 60.0
+
+
+class VectorMaintenance:
+    """Optimizes the node collections of the active generation that grew enough (ADR 0009).
+
+    `VectorIndex.optimize` blocks its caller for the length of the build (about a minute at 100k
+    points on Qdrant Edge, in a child process: the GIL stays free): call `run` from the worker's
+    maintenance thread or an admin command only. Engines that index on their own report every
+    point as indexed, so nothing is ever due there.
+    """
+
+    def __init__(self, views: Views, *, min_new_points: int = OPTIMIZE_MIN_NEW_POINTS) -> None:
+        self.views = views
+        self.min_new_points = min_new_points
+        self._points_after: dict[str, int] = {}  # collection -> its points after its last optimize
+
+    def collections(self) -> list[str]:
+        index = self.views.vector_index
+        names = [index.resolve_alias(nodes_alias(m)) for m in self.views.read.vector_models("nodes")]
+        return [n for n in names if n is not None]
+
+    def due(self) -> list[str]:
+        out = []
+        for collection in self.collections():
+            stats = self.views.vector_index.index_stats(collection)
+            grown = stats.points - self._points_after.get(collection, 0)
+            if stats.unindexed >= self.min_new_points and grown >= self.min_new_points:
+                out.append(collection)
+        return out
+
+    def run(self, *, force: bool = False) -> list[dict[str, Any]]:
+        """Optimize what is due (every node collection with `force`); one report per collection."""
+        index = self.views.vector_index
+        done = []
+        for collection in self.collections() if force else self.due():
+            before = index.index_stats(collection)
+            started = time.perf_counter()
+            index.optimize(collection)
+            after = index.index_stats(collection)
+            self._points_after[collection] = after.points
+            report = {
+                "collection": collection,
+                "points": after.points,
+                "indexed_before": before.indexed,
+                "indexed_after": after.indexed,
+                "seconds": round(time.perf_counter() - started, 3),
+            }
+            log.info("vector collection optimized", **report)
+            done.append(report)
+        return done
 
 
 class Wakeup:
@@ -58,15 +119,24 @@ class Worker:
         poll_interval: float = 0.2,
         listen: Callable[[Wakeup, threading.Event], None] | None = None,
         on_idle: Callable[[], None] | None = None,
+        maintenance: VectorMaintenance | None = None,
+        maintenance_interval: float = MAINTENANCE_INTERVAL_S,
     ) -> None:
+        """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
         self.listen = listen
         self.on_idle = on_idle
+        if maintenance is None and "vectors" in self.names:
+            maintenance = VectorMaintenance(views)
+        self.maintenance = maintenance
+        self.maintenance_interval = maintenance_interval
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
+        self._held: set[str] = set()  # projections whose lock this worker holds
+        self._maintainer: threading.Thread | None = None
         self.stats: dict[str, dict[str, Any]] = {
             n: {"events": 0, "errors": 0, "restarts": 0} for n in self.names
         }
@@ -82,12 +152,31 @@ class Worker:
             )
             t.start()
             self.threads.append(t)
+        if self.maintenance is not None:
+            self._maintainer = threading.Thread(target=self._maintain, name="vector-maintenance", daemon=True)
+            self._maintainer.start()
 
     def stop(self) -> None:
         self.stop_event.set()
         self.wakeup.notify()
         for t in self.threads:
             t.join(timeout=30)
+        if self._maintainer is not None:
+            # An optimize in flight ends when the views close (the index stops its child process).
+            self._maintainer.join(timeout=1)
+
+    def _maintain(self) -> None:
+        assert self.maintenance is not None
+        while not self.stop_event.wait(self.maintenance_interval):
+            # Only the process that projects the vectors owns them (Qdrant Edge: one process).
+            if "vectors" not in self._held:
+                continue
+            try:
+                self.maintenance.run()
+            except Exception as exc:
+                if self.stop_event.is_set():
+                    return
+                log.error("vector maintenance failed", reason=f"{type(exc).__name__}: {exc}", exc_info=True)
 
     def run_forever(self) -> None:
         self.start()
@@ -117,6 +206,7 @@ class Worker:
         lock = self._acquire(name)
         if lock is None:
             return
+        self._held.add(name)
         db, projection = self.views.dbs[name], self.views.projections[name]
         backoff = 0.5
         seen = self.wakeup.generation
@@ -155,6 +245,7 @@ class Worker:
                 if count == 0:
                     seen = self.wakeup.wait(seen, self.poll_interval)
         finally:
+            self._held.discard(name)
             lock.release()
 
 

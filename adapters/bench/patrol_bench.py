@@ -20,11 +20,9 @@ embedder alone on the same texts (its own ceiling).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import logging
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -37,6 +35,8 @@ from typing import Any
 import numpy as np
 import structlog
 
+from adapters.bench.machine import machine_info
+from adapters.bench.scratch import scratch_schema
 from domain.being import Being
 from domain.cluster import Cluster
 from domain.embedding import Embedding
@@ -148,9 +148,7 @@ def dying_per_cycle(n: int, dying: str) -> float:
 def bench_size(
     n: int, runs: int, dying: str, root: Path, database_url: str | None, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    from tests.support import postgres_schema  # a fresh schema per size on PostgreSQL
-
-    with postgres_schema(database_url) if database_url else _null() as scoped:
+    with scratch_schema(database_url) if database_url else _null() as scoped:
         settings = settings_for(root, scoped, "hashing")
         with bootstrap(settings) as engram:
             being_id, dead, build_s = build(engram, n, dying_per_cycle(n, dying))
@@ -193,16 +191,15 @@ class _null:
 
 
 def bench_notes(scenes: int, root: Path, database_url: str | None) -> dict[str, Any]:
-    from tests.support import postgres_schema
 
-    demo = Path(__file__).resolve().parent.parent / "adapters" / "cli" / "demo_scenes.jsonl"
+    demo = Path(__file__).resolve().parent.parent / "cli" / "demo_scenes.jsonl"
     base = [json.loads(line) for line in demo.read_text(encoding="utf-8").splitlines() if line.strip()]
     texts = []
     for i in range(scenes):
         obj = dict(base[i % len(base)])
         obj["action"] = f"{obj.get('action', 'something happened')} (#{i})"
         texts.append(json.dumps(obj, ensure_ascii=False))
-    with postgres_schema(database_url) if database_url else _null() as scoped:
+    with scratch_schema(database_url) if database_url else _null() as scoped:
         settings = settings_for(root, scoped, "offline")
         with bootstrap(settings) as engram:
             engram.beings.register("Scenes")
@@ -232,27 +229,6 @@ def bench_notes(scenes: int, root: Path, database_url: str | None) -> dict[str, 
     }
 
 
-def machine() -> dict[str, Any]:
-    return {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()} {platform.system()} {platform.release()}",
-        "cpu": _cpu_name(),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -264,7 +240,8 @@ def main() -> None:
     )
     parser.add_argument("--scenes", type=int, default=1000, help="scene notes for the ❶ throughput (0: skip)")
     parser.add_argument("--database-url", default=None, help="PostgreSQL URL (a schema per size is created)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the JSON to this file")
     args = parser.parse_args()
     quiet()
 
@@ -274,9 +251,11 @@ def main() -> None:
 
     sizes = [int(s) for s in args.sizes.split(",") if s]
     meta = {
-        **machine(),
+        **machine_info(),
         "backend": "postgres" if args.database_url else "sqlite",
         "vector_index": "qdrant-edge",
+        "dying": args.dying,
+        "runs": args.runs,
     }
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-patrol-") as tmp:
@@ -292,12 +271,15 @@ def main() -> None:
             "mechanical": round(large["mechanical_median_s"] / small["mechanical_median_s"], 2),
             "patrol": round(large["patrol_median_s"] / small["patrol_median_s"], 2),
         }
+    result = {"benchmark": "patrol", "meta": meta, "sizes": results, "ratio": ratio, "notes_to_nodes": notes}
+    meta["load_average_end"] = [round(x, 2) for x in os.getloadavg()]
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.json:
-        print(json.dumps({"meta": meta, "sizes": results, "ratio": ratio, "notes_to_nodes": notes}, indent=2))
+        print(json.dumps(result, indent=2))
         return
-    print(f"# patrol benchmark — {meta['date']}")
-    print(f"{meta['cpu']} ×{meta['cpus']}, {meta['machine']}, Python {meta['python']}")
-    print(f"load average at start {meta['load_average']} (other processes share the machine)")
+    print(f"# patrol benchmark — {meta['summary']}")
+    print(f"load average at end {meta['load_average_end']} (other processes may share the machine)")
     print(f"backend {meta['backend']}, vector index {meta['vector_index']}")
     print(
         f"\nmechanical steps, no LLM, {args.dying} of the nodes becoming dying per cycle, {REVIVED:.1%} revived; "

@@ -7,7 +7,9 @@ become embedded nodes, 384-dim random vectors; sub-clusters; node state changes:
 freshness, dying, dead, reactivation; todo notes read and unread), saved ~200 aggregates per
 transaction. Then rebuilds each view `--runs` times through `Views.rebuild` (blue-green, as
 `engram projections rebuild` does) and prints, per view, the events it handles and the median
-time to the switch (the throughput basis) and to the old generation's removal.
+time to the switch (the throughput basis) and to the old generation's removal; then the SQL views,
+and all views, through `Views.rebuild_all` as `engram projections rebuild --all` does (views that
+share events, memory and vectors, in one pass over the log; the others one after the other).
 
 The embedder and the LLM are counting fakes: a rebuild must call neither (the counts are printed).
 Default backend: SQLite in a temporary directory. `--database-url` selects PostgreSQL (a fresh schema,
@@ -28,7 +30,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from domain.ids import node_id_for_note
 from domain.node import MemoryNode, ReactivationSource
 from domain.note import Note
 from domain.scene import validate_scene_object
+from projections import engine
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
 from services.ports import LLMAnswer, LLMUnavailable
@@ -204,20 +208,36 @@ def topic_counts(e: Engram) -> Counter[str]:
 # -- timing ------------------------------------------------------------------------------------------
 
 
-def rebuild_once(e: Engram, name: str) -> tuple[float, float, float]:
-    """Seconds to the switch, to the end (old generation dropped), and this process's CPU seconds to
-    the switch (SQLite works inside this process; PostgreSQL's server work is not counted)."""
-    switched: list[tuple[float, float]] = []
-    head = e.store.head()
+@contextmanager
+def switch_times() -> Iterator[list[tuple[float, float]]]:
+    """(wall, CPU) instants at which views switched: a rebuild drops the old generations right after
+    its switch commits (progress reports can reach the head earlier, before the indexes are built)."""
+    times: list[tuple[float, float]] = []
+    drop = engine.drop_generations
 
-    def progress(position: int, at_head: int) -> None:
-        if position >= head and not switched:
-            switched.append((time.perf_counter(), time.process_time()))
+    def timed_drop(*args: Any, **kwargs: Any) -> None:
+        times.append((time.perf_counter(), time.process_time()))
+        drop(*args, **kwargs)
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    e.views.rebuild(name, progress=progress)
-    t1, c1 = time.perf_counter(), time.process_time()
-    ts, cs = switched[0] if switched else (t1, c1)
+    engine.drop_generations = timed_drop
+    try:
+        yield times
+    finally:
+        engine.drop_generations = drop
+
+
+def rebuild_once(e: Engram, names: list[str]) -> tuple[float, float, float]:
+    """Seconds to the (last) switch, to the end (old generations dropped), and this process's CPU
+    seconds to the switch (SQLite works inside this process; PostgreSQL's server work is not counted).
+    One name: `Views.rebuild`; several: `Views.rebuild_all`, one pass over the log."""
+    with switch_times() as switched:
+        t0, c0 = time.perf_counter(), time.process_time()
+        if len(names) == 1:
+            e.views.rebuild(names[0])
+        else:
+            e.views.rebuild_all(names)
+        t1, c1 = time.perf_counter(), time.process_time()
+    ts, cs = switched[-1] if len(switched) == len(names) else (t1, c1)
     return ts - t0, t1 - t0, cs - c0
 
 
@@ -301,10 +321,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         views.ensure()  # live catch-up once, so that the rebuild replaces a full generation
         catch_up_s = time.perf_counter() - t0
         samples: dict[str, list[tuple[float, float, float]]] = {n: [] for n in names}
+        sql_names = [n for n in names if n != "vectors"]
+        passes = {"sql": sql_names, "all": names} if len(names) > 1 else {}
+        all_runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in passes}
         for _ in range(args.runs):
             for name in names:
-                samples[name].append(rebuild_once(e, name))
+                samples[name].append(rebuild_once(e, [name]))
                 print(f"  {name:<12} {samples[name][-1][0]:8.2f} s", file=sys.stderr, flush=True)
+            for kind, chosen in passes.items():
+                if chosen:
+                    all_runs[kind].append(rebuild_once(e, chosen))
+                    print(f"  --all {kind:<7} {all_runs[kind][-1][0]:7.2f} s", file=sys.stderr, flush=True)
         rows: list[dict[str, Any]] = []
         for name in names:
             handled = sum(topics[t] for t in views.projections[name].topics)
@@ -340,6 +367,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "log_events_per_s_each": round(head * len(chosen) / seconds) if seconds else None,
             }
 
+        def through_rebuild_all(kind: str) -> dict[str, Any] | None:
+            if not all_runs.get(kind):
+                return None
+            chosen = passes[kind]
+            handled = sum(r["events_handled"] for r in rows if r["view"] in chosen)
+            to_switch = statistics.median(s[0] for s in all_runs[kind])
+            cpu = statistics.median(s[2] for s in all_runs[kind])
+            return {
+                "views": chosen,
+                "events_handled": handled,
+                "seconds_to_switch": round(to_switch, 3),
+                "seconds_total": round(statistics.median(s[1] for s in all_runs[kind]), 3),
+                "events_per_s": round(handled / to_switch) if to_switch else None,
+                "events_per_cpu_s": round(handled / cpu) if cpu else None,
+                "runs": [round(s[0], 3) for s in all_runs[kind]],
+            }
+
         return {
             "benchmark": "rebuild",
             "machine": machine(),
@@ -356,6 +400,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             },
             "views": rows,
             "totals": {"sql": summary("sql"), "vector": summary("vector"), "all": summary(None)},
+            "rebuild_all": {k: v for k in passes if (v := through_rebuild_all(k)) is not None},
             "external_calls_during_rebuilds": {"embedder": embedder.calls, "llm": llm.calls},
         }
     finally:
@@ -408,6 +453,12 @@ def print_table(result: dict[str, Any]) -> None:
             f"total {kind:<6}: {t['events_handled']} events handled in {t['seconds_to_switch']:.2f} s "
             f"= {t['events_per_s']} events/s, {t['events_per_cpu_s']} per CPU-second of this process "
             f"({', '.join(t['views'])})"
+        )
+    for kind, t in result.get("rebuild_all", {}).items():
+        print(
+            f"--all {kind:<6}: {t['events_handled']} events handled in {t['seconds_to_switch']:.2f} s "
+            f"= {t['events_per_s']} events/s, {t['events_per_cpu_s']} per CPU-second "
+            f"(`Views.rebuild_all`, as `engram projections rebuild --all`; runs {t['runs']})"
         )
     calls = result["external_calls_during_rebuilds"]
     print(f"embedder calls: {calls['embedder']}, LLM calls: {calls['llm']} (during generation and rebuilds)")

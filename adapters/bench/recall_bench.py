@@ -21,7 +21,9 @@ read projects it), so its figures include a write; `query` runs with `reactivate
 row says otherwise. The `part:` rows time the pieces alone, to show where the time goes.
 
 Everything is measured twice: with Edge's exact (brute-force) search, as Edge serves until
-`optimize()` runs, and after `optimize()` has built the HNSW graphs (per being). `recall@k`
+`optimize()` runs, and after `optimize()` has built the HNSW graphs (per being). `optimize()` runs
+in a thread as the worker's maintenance runs it (the build itself in a child process) while this
+thread times vector searches: the `during optimize()` row and the slowest of them show any stall. `recall@k`
 compares HNSW's top k with the exact top k for the same query vectors; `score ratio@3` divides the
 sum of HNSW's top-3 scores by the exact one (1.0 when a miss is only a near-tie swapped). The
 `ef=` rows search the optimized shard through the adapter alone with a wider HNSW search breadth.
@@ -40,6 +42,7 @@ import random
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -127,6 +130,7 @@ class SizeReport:
     rows: list[Row] = field(default_factory=list)
     recall_at_k: dict[str, float] = field(default_factory=dict)
     optimize_s: float = 0.0
+    optimize_steps: dict[str, Any] = field(default_factory=dict)
     hits_per_recall: float = 0.0
 
 
@@ -362,6 +366,43 @@ def ef_rows(path: Path, alias: str, qvecs: Matrix, exact: Hits, size: int, repor
             index.close()
 
 
+def during_optimize(
+    engram: Engram, collection: str, being_id: UUID, qvecs: Matrix, size: int, report: SizeReport
+) -> float:
+    """Run `optimize()` in a thread, as the worker's maintenance does, and time vector searches in
+    this thread meanwhile: a stalled GIL or a long swap would show in their p95 and max."""
+    index = engram.views.vector_index
+    model, live = engram.embedder.model_id, ["active", "dying"]
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            index.optimize(collection)
+        except BaseException as exc:  # reported after the join
+            failed.append(exc)
+
+    thread = threading.Thread(target=build, name="optimize")
+    started = time.perf_counter()
+    thread.start()
+    times: list[float] = []
+    while thread.is_alive():
+        for v in qvecs[:20]:
+            t0 = time.perf_counter()
+            engram.views.vectors.similar_nodes(being_id, model, v, 3, statuses=live)
+            times.append((time.perf_counter() - t0) * 1000)
+        time.sleep(0.01)
+    thread.join()
+    took = round(time.perf_counter() - started, 1)
+    if failed:
+        raise failed[0]
+    if times:
+        report.rows.append(row(size, "exact", "part: vector search top 3 during optimize()", times))
+        report.optimize_steps["searches_during"] = len(times)
+        report.optimize_steps["slowest_search_ms"] = round(max(times), 1)
+    report.optimize_steps.update(getattr(index, "last_optimize", {}))
+    return took
+
+
 # -- one size -----------------------------------------------------------------------------------------
 
 
@@ -404,10 +445,8 @@ def bench_size(
 
         collection = engram.views.vector_index.resolve_alias(nodes_alias(engram.embedder.model_id))
         assert collection is not None
-        log(f"[{size}] optimize() … (builds HNSW, holds the GIL)")
-        started = time.perf_counter()
-        engram.views.vector_index.optimize(collection)
-        report.optimize_s = round(time.perf_counter() - started, 1)
+        log(f"[{size}] optimize() … (builds HNSW in a child process; reads go on meanwhile)")
+        report.optimize_s = during_optimize(engram, collection, being_id, qvecs, size, report)
         log(f"[{size}] optimize() took {report.optimize_s:.0f} s; measuring (HNSW) …")
         score_hnsw(report, "", top_hits(search, qvecs, 100), exact)
         measure(engram, size, "hnsw", queries, qvecs, report)
@@ -431,6 +470,8 @@ def table(reports: list[SizeReport]) -> str:
             f"build: events {r.build_s['write_events']:.0f} s, views {r.build_s['project_views']:.0f} s; "
             f"optimize (HNSW) {r.optimize_s:.0f} s; nodes per recall {r.hits_per_recall}"
         )
+        if r.optimize_steps:
+            lines.append("optimize: " + ", ".join(f"{k} {v}" for k, v in r.optimize_steps.items()))
         for ef in ("", " ef=128", " ef=512"):
             metrics = {k: v for k, v in r.recall_at_k.items() if k.endswith(ef) and (ef or "ef=" not in k)}
             label = f"HNSW{ef or ' (default ef)'} vs exact: "

@@ -1,4 +1,4 @@
-"""Admin commands: `engram projections status|rebuild` and `engram worker`."""
+"""Admin commands: `engram projections status|rebuild|optimize` and `engram worker`."""
 
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             raise InvalidInput("give a projection NAME or --all")
         views = ctx.engram.views
         names: list[str] = views.names() if rebuild_all or name is None else [name]
-        results = []
         with Progress(
             TextColumn("{task.description:<12}"),
             BarColumn(),
@@ -56,19 +55,44 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             disable=as_json,
             transient=False,
         ) as progress:
-            for n in names:
-                task = progress.add_task(n, total=max(1, views.source.head()))
+            tasks = {n: progress.add_task(n, total=max(1, views.source.head())) for n in names}
 
-                def report(position: int, head: int, task: Any = task) -> None:
-                    progress.update(task, completed=position, total=max(1, head))
+            def report(n: str, position: int, head: int) -> None:
+                progress.update(tasks[n], completed=position, total=max(1, head))
 
-                generation = views.rebuild(n, progress=report)
-                results.append({"projection": n, "generation": generation})
+            # Views that handle the same events (memory, vectors) are rebuilt in one pass over the log.
+            generations = views.rebuild_all(names, progress=report)
+            results = [{"projection": n, "generation": generations[n]} for n in names]
         if as_json:
             emit_json(results)
         else:
             for r in results:
                 click.echo(f"rebuilt {r['projection']}: now serving generation {r['generation']}")
+
+    @projections.command("optimize")
+    @click.option("--force", is_flag=True, help="Every node collection, grown or not.")
+    @command
+    def optimize(ctx: Any, force: bool, *, as_json: bool) -> None:
+        """Build the HNSW index of node collections that grew enough (what the worker does by itself).
+
+        Blocks until the build is done (about a minute per 100k points); the build runs in a child
+        process. With the embedded index, run it while neither `engram serve` nor `engram worker` runs.
+        """
+        from services.worker import VectorMaintenance
+
+        views = ctx.engram.views
+        views.ensure(names=["vectors"])
+        done = VectorMaintenance(views).run(force=force)
+        if as_json:
+            emit_json(done)
+            return
+        if not done:
+            click.echo("nothing to optimize (use --force to rebuild anyway)")
+        for r in done:
+            click.echo(
+                f"optimized {r['collection']}: {r['points']} points, indexed {r['indexed_before']} -> "
+                f"{r['indexed_after']} ({r['seconds']:.1f} s)"
+            )
 
     @cli.command("patrol")
     @click.argument("being_ref", metavar="BEING")

@@ -13,7 +13,7 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import JSONTranscoder
 
-from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32
+from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
 from domain.being import Being
 from domain.node import MemoryNode
 from domain.patrol_run import PatrolRun
@@ -97,5 +97,6 @@ class EventLog(Application[UUID]):
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)
+        transcoder.register(UUIDAsHex())  # replaces the library's, under the same name
         transcoder.register(EmbeddingAsFloat32())
         transcoder.register(DateAsISO())

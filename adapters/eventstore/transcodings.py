@@ -10,10 +10,43 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 from typing import Any
+from uuid import UUID, SafeUUID
 
 from eventsourcing.persistence import Transcoding
 
 from domain.embedding import Embedding
+
+_new = object.__new__
+_set = object.__setattr__
+_UNKNOWN = SafeUUID.unknown
+
+
+def uuid_from_hex(data: str) -> UUID:
+    """`UUID(data)` for the 32 hex digits this log writes, in less than half the time.
+
+    Builds the object the way `UUID.__setstate__` (unpickling) does. Every event carries two to four
+    ids, so `UUID.__init__`'s parsing was a tenth of decoding an event during a rebuild.
+    """
+    number = int(data, 16) if len(data) == 32 else -1
+    if number < 0:
+        return UUID(data)  # not what this log writes: the full parser, with its errors
+    value = _new(UUID)
+    _set(value, "int", number)
+    _set(value, "is_safe", _UNKNOWN)
+    return value
+
+
+class UUIDAsHex(Transcoding):
+    """The library's `uuid_hex` transcoding (same name, same stored form), decoding faster."""
+
+    type = UUID
+    name = "uuid_hex"
+
+    def encode(self, obj: UUID) -> str:
+        return obj.hex
+
+    def decode(self, data: str) -> UUID:
+        return uuid_from_hex(data)
 
 
 class EmbeddingAsFloat32(Transcoding):

@@ -27,7 +27,7 @@ CLUSTER_KEY = "cluster_id"
 # build time, and Edge's build holds the GIL. Measured on Edge, 384 dims, one being of N plus
 # 9 of N/10: optimize() 114 s instead of 458 s at N=100k, 3.6 s instead of 10 s at N=10k;
 # recall@3 unchanged on clustered vectors (~1.0), and on random ones poor either way
-# (0.58 vs 0.36 at 10k, 0.14 vs 0.18 at 100k; see scripts/bench_vector_search.py).
+# (0.58 vs 0.36 at 10k, 0.14 vs 0.18 at 100k; see `engram bench vectors`).
 HNSW_M = 0
 HNSW_PAYLOAD_M = 16
 HNSW_EF_CONSTRUCT = 100  # Qdrant's default

@@ -12,7 +12,14 @@ point is inserted. Payload replacement uses `overwrite_payload_by_filter` with t
 condition. No read-before-write, so no race between the read and the write.
 
 Searches are exact (brute force over the being's points, driven by the payload index) until
-`optimize()` builds HNSW; Edge never optimizes on its own.
+`optimize()` builds HNSW; Edge never optimizes on its own. Edge's build holds the GIL for the whole
+build (a minute at 100k x 384), so `optimize()` builds on a copy in a child process while this one
+keeps serving and writing (ADR 0009):
+- `optimizing/<name>/`: the copy the child optimizes; writes made meanwhile are journaled in memory
+  and replayed onto it;
+- `retired/<name>/`: the shard the optimized copy replaced, removed once the swap is done.
+A crash at any step leaves either a complete original or a complete replacement, which the next
+instance finds (`optimize.lock` tells whether an optimization is still running).
 """
 
 from __future__ import annotations
@@ -22,9 +29,12 @@ import fcntl
 import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,6 +81,7 @@ from adapters.vectors._common import (
 from projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
+    IndexStats,
     PayloadUpdate,
     ScoredPoint,
     SearchFilter,
@@ -84,6 +95,24 @@ log = structlog.get_logger(__name__)
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: its presence means "collection exists"
 _ALIASES_FILE = "aliases.json"
 _ALIASES_LOCK = "aliases.lock"
+_OPTIMIZING_DIR = "optimizing"
+_RETIRED_DIR = "retired"
+_OPTIMIZE_LOCK = "optimize.lock"
+
+# The child process of `optimize()`: only qdrant_edge, so it starts fast and needs no settings.
+# Niced: on a small machine the request threads of the parent come first.
+_OPTIMIZE_CHILD = """
+import os, sys
+os.nice(10)
+from qdrant_edge import EdgeShard
+shard = EdgeShard.load(sys.argv[1])
+try:
+    changed = shard.optimize()
+    shard.flush()
+finally:
+    shard.close()
+sys.stdout.write("changed" if changed else "unchanged")
+"""
 
 
 def _payload_indexes() -> dict[str, Any]:
@@ -176,6 +205,19 @@ class EdgeVectorIndex:
         self._aliases: dict[str, str] = {}
         self._aliases_stamp: tuple[int, int, int] | None = None
         self._closed = False
+        # Exclusion per collection, for `optimize()`: `_blocked[c]` False holds new writes to c,
+        # True holds every use; `_users` counts the uses in flight, by (collection, is_write).
+        self._cond = threading.Condition(self._lock)
+        self._blocked: dict[str, bool] = {}
+        self._users: Counter[tuple[str, bool]] = Counter()
+        # Writes one at a time, so a journal replays them in the order the shard applied them.
+        self._write_lock = threading.Lock()
+        self._journals: dict[str, list[UpdateOperation]] = {}
+        self._optimizing = threading.Lock()
+        self._child: subprocess.Popen[str] | None = None
+        self.last_optimize: dict[str, Any] = {}
+        """What the last `optimize()` did and how long each step took (for benchmarks and logs)."""
+        self._recover()
 
     # -- collections -------------------------------------------------------------------------
 
@@ -183,7 +225,8 @@ class EdgeVectorIndex:
         if dim <= 0:
             raise ValueError(f"dim must be positive, got {dim}")
         collection = self._resolve(name)
-        with self._lock:
+        with self._cond:
+            self._cond.wait_for(lambda: collection not in self._blocked)
             self._check_open()
             shard = self._shards.get(collection)
             if shard is None:
@@ -217,12 +260,16 @@ class EdgeVectorIndex:
             existing = set(shard.info().payload_schema)
             for field, schema in _payload_indexes().items():
                 if field not in existing:
-                    shard.update(UpdateOperation.create_field_index(field, schema))
+                    operation = UpdateOperation.create_field_index(field, schema)
+                    shard.update(operation)
+                    if collection in self._journals:
+                        self._journals[collection].append(operation)
 
     def drop_collection(self, name: str) -> None:
         collection = self._resolve(name)
         with self._lock:
             self._check_open()
+            self._journals.pop(collection, None)  # an optimization in flight is dropped with it
             shard = self._shards.pop(collection, None)
             self._dims.pop(collection, None)
             if shard is not None:
@@ -245,27 +292,44 @@ class EdgeVectorIndex:
         latest = latest_per_id(points)
         if not latest:
             return
-        shard = self._shard(collection)
         edge_points = [Point(p.id, vector_list(p.vector), dict(p.payload)) for p in latest]
-        shard.update(
-            UpdateOperation.upsert_points(edge_points, condition=_not_newer_than(group_by_position(latest)))
+        self._apply(
+            collection,
+            [
+                UpdateOperation.upsert_points(
+                    edge_points, condition=_not_newer_than(group_by_position(latest))
+                )
+            ],
         )
 
     def set_payloads(self, collection: str, updates: Sequence[PayloadUpdate]) -> None:
         latest = latest_per_id(updates)
         if not latest:
             return
-        shard = self._shard(collection)
-        for update in latest:
-            # The filter both selects the point and carries the monotonic condition, so the
-            # check and the write are one engine operation; a missing point matches nothing.
-            condition = _not_newer_than({int(update.payload[POSITION_KEY]): [update.id]})
-            shard.update(UpdateOperation.overwrite_payload_by_filter(condition, dict(update.payload)))
+        # The filter both selects the point and carries the monotonic condition, so the check and
+        # the write are one engine operation; a missing point matches nothing.
+        self._apply(
+            collection,
+            [
+                UpdateOperation.overwrite_payload_by_filter(
+                    _not_newer_than({int(update.payload[POSITION_KEY]): [update.id]}), dict(update.payload)
+                )
+                for update in latest
+            ],
+        )
 
     def delete(self, collection: str, ids: Sequence[UUID]) -> None:
         if not ids:
             return
-        self._shard(collection).update(UpdateOperation.delete_points(list(ids)))
+        self._apply(collection, [UpdateOperation.delete_points(list(ids))])
+
+    def _apply(self, collection: str, operations: Sequence[UpdateOperation]) -> None:
+        with self._write_lock, self._using(collection, write=True) as (name, shard):
+            for operation in operations:
+                shard.update(operation)
+            journal = self._journals.get(name)
+            if journal is not None:
+                journal.extend(operations)
 
     # -- reads -------------------------------------------------------------------------------
 
@@ -282,17 +346,17 @@ class EdgeVectorIndex:
     ) -> list[ScoredPoint]:
         if limit <= 0:
             return []
-        hits = self._shard(collection).query(
-            QueryRequest(
-                limit=limit,
-                query=Query.Nearest(vector_list(vector)),
-                filter=_being_filter(being_id, where),
-                score_threshold=score_threshold,
-                params=self._search_params,
-                with_payload=True,
-                with_vector=with_vectors,
-            )
+        request = QueryRequest(
+            limit=limit,
+            query=Query.Nearest(vector_list(vector)),
+            filter=_being_filter(being_id, where),
+            score_threshold=score_threshold,
+            params=self._search_params,
+            with_payload=True,
+            with_vector=with_vectors,
         )
+        with self._using(collection, write=False) as (_, shard):
+            hits = shard.query(request)
         return [
             ScoredPoint(
                 id=as_uuid(hit.id),
@@ -309,7 +373,8 @@ class EdgeVectorIndex:
         if not ids:
             return []
         # Edge's retrieve needs with_vector positionally despite its stub's default.
-        records = self._shard(collection).retrieve(list(ids), True, with_vectors)
+        with self._using(collection, write=False) as (_, shard):
+            records = shard.retrieve(list(ids), True, with_vectors)
         being = str(being_id)
         return [
             ScoredPoint(
@@ -326,7 +391,8 @@ class EdgeVectorIndex:
         flt = None
         if being_id is not None:
             flt = Filter(must=[FieldCondition(BEING_KEY, match=MatchValue(str(being_id)))])
-        return int(self._shard(collection).count(CountRequest(exact=True, filter=flt)))
+        with self._using(collection, write=False) as (_, shard):
+            return int(shard.count(CountRequest(exact=True, filter=flt)))
 
     # -- aliases -----------------------------------------------------------------------------
 
@@ -347,28 +413,134 @@ class EdgeVectorIndex:
 
     # -- maintenance -------------------------------------------------------------------------
 
-    def optimize(self, collection: str) -> None:
-        """Build the HNSW index (and merge segments) of `collection`, blocking until done.
+    def index_stats(self, collection: str) -> IndexStats:
+        with self._using(collection, write=False) as (_, shard):
+            info = shard.info()
+        return IndexStats(points=int(info.points_count), indexed=int(info.indexed_vectors_count))
 
-        Edge runs this in the calling thread **and holds the GIL the whole time**: every other
-        thread of the process stops (measured: ~64 s for 100k x 384 on 2 cores). Call it from
-        a maintenance command or a separate process, never on a request or projection path;
-        searches and upserts never call it.
+    def optimize(self, collection: str) -> None:
+        """Build the HNSW index (and merge segments) of `collection`, blocking the caller until done.
+
+        Edge's build holds the GIL for its whole length (~64 s for 100k x 384 on 2 cores), so it
+        runs in a child process on a copy of the shard: this process keeps searching (brute force)
+        and writing meanwhile. Writes are held while the shard is copied, every write after that
+        is journaled and replayed onto the optimized copy, and the copy replaces the shard with
+        every use of the collection held (the copy's reload and the journal's tail: well under a
+        second at 100k). One optimization at a time per instance.
         """
-        shard = self._shard(collection)
-        started = time.perf_counter()
-        changed = shard.optimize()
-        log.info(
-            "vector_collection_optimized",
-            engine="edge",
-            collection=self._resolve(collection),
-            changed=changed,
-            seconds=round(time.perf_counter() - started, 3),
-        )
+        name = self._resolve(collection)
+        path = self._collection_path(name)
+        copy = self._root / _OPTIMIZING_DIR / name
+        retired = self._root / _RETIRED_DIR / name
+        with self._optimizing, self._process_lock():
+            started = time.perf_counter()
+            shutil.rmtree(copy, ignore_errors=True)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            with self._frozen(name, reads=False):
+                self._journals[name] = []  # before the copy: a drop meanwhile cancels the swap
+                self._shard(name).flush()
+                shutil.copytree(path, copy)
+            copied = time.perf_counter()
+            try:
+                changed = self._optimize_copy(copy)
+                built = time.perf_counter()
+                paused = 0.0
+                if changed:
+                    paused = self._swap_in(name, copy, retired)
+            finally:
+                self._journals.pop(name, None)
+                shutil.rmtree(copy, ignore_errors=True)
+                if (path / _CONFIG_FILE).exists():  # else retired/ holds the only copy: keep it
+                    shutil.rmtree(retired, ignore_errors=True)
+        self.last_optimize = {
+            "collection": name,
+            "changed": changed,
+            "copy_s": round(copied - started, 3),
+            "build_s": round(built - copied, 3),
+            "swap_pause_s": round(paused, 3),
+            "seconds": round(time.perf_counter() - started, 3),
+        }
+        log.info("vector_collection_optimized", engine="edge", **self.last_optimize)
+
+    def _optimize_copy(self, copy: Path) -> bool:
+        """Run Edge's optimizer on `copy` in a child process; True if it changed anything."""
+        with self._lock:
+            self._check_open()
+            child = self._child = subprocess.Popen(  # noqa: S603 (our interpreter, our code, our path)
+                [sys.executable, "-c", _OPTIMIZE_CHILD, str(copy)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        try:
+            out, err = child.communicate()
+        finally:
+            with self._lock:
+                self._child = None
+        if child.returncode != 0:
+            raise RuntimeError(
+                f"optimizing {copy.name} failed (exit {child.returncode}): {err.strip()[-2000:]}"
+            )
+        return out.strip() == "changed"
+
+    def _swap_in(self, name: str, copy: Path, retired: Path) -> float:
+        """Replay the journal onto the optimized copy and put it in the shard's place; returns
+        how long every use of the collection was held."""
+        replacement = _load(copy, None)
+        closed = False
+        try:
+            done = self._replay(name, replacement, 0)  # most of it while the shard still serves
+            with self._frozen(name, reads=True):
+                held = time.perf_counter()
+                with self._lock:
+                    if name not in self._journals or self._closed:  # dropped or closed meanwhile
+                        return 0.0
+                self._replay(name, replacement, done)
+                replacement.flush()
+                replacement.close()
+                closed = True
+                path = self._collection_path(name)
+                with self._lock:
+                    old = self._shards.pop(name, None)
+                if old is not None:
+                    old.flush()
+                    old.close()
+                retired.parent.mkdir(parents=True, exist_ok=True)
+                shutil.rmtree(retired, ignore_errors=True)
+                # Each rename is atomic; between the two a crash leaves the complete original in
+                # retired/, which `_recover` puts back.
+                os.rename(path, retired)
+                try:
+                    os.rename(copy, path)
+                except BaseException:
+                    os.rename(retired, path)
+                    raise
+                _fsync_dir(self._collections_dir)
+                _fsync_dir(retired.parent)
+                shard = _load(path, None)
+                with self._lock:
+                    self._shards[name] = shard
+                return time.perf_counter() - held
+        finally:
+            if not closed:
+                replacement.close()
+
+    def _replay(self, name: str, shard: EdgeShard, start: int) -> int:
+        """Apply the journal of `name` from `start` onto `shard`; returns where it stopped."""
+        while True:
+            with self._lock:
+                pending = list(self._journals.get(name, ())[start:])
+            if not pending:
+                return start
+            for operation in pending:
+                shard.update(operation)
+            start += len(pending)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            if self._child is not None:  # an optimization in flight: its copy is thrown away
+                self._child.terminate()
             shards, self._shards = self._shards, {}
             for name, shard in shards.items():
                 try:
@@ -409,15 +581,86 @@ class EdgeVectorIndex:
     def _shard(self, name: str) -> EdgeShard:
         collection = self._resolve(name)
         with self._lock:
-            self._check_open()
-            shard = self._shards.get(collection)
-            if shard is None:
-                path = self._collection_path(collection)
-                if not (path / _CONFIG_FILE).exists():
-                    raise KeyError(f"vector collection {collection!r} does not exist")
-                shard = _load(path, None)
-                self._shards[collection] = shard
-            return shard
+            return self._shard_locked(collection)
+
+    def _shard_locked(self, collection: str) -> EdgeShard:
+        self._check_open()
+        shard = self._shards.get(collection)
+        if shard is None:
+            path = self._collection_path(collection)
+            if not (path / _CONFIG_FILE).exists():
+                raise KeyError(f"vector collection {collection!r} does not exist")
+            shard = _load(path, None)
+            self._shards[collection] = shard
+        return shard
+
+    @contextlib.contextmanager
+    def _using(self, name: str, *, write: bool) -> Iterator[tuple[str, EdgeShard]]:
+        """The shard behind `name`, counted as in use until the block ends (see `_frozen`)."""
+        collection = self._resolve(name)
+        key = (collection, write)
+        with self._cond:
+            while (blocked := self._blocked.get(collection)) is not None and (write or blocked):
+                self._cond.wait()
+            shard = self._shard_locked(collection)
+            self._users[key] += 1
+        try:
+            yield collection, shard
+        finally:
+            with self._cond:
+                self._users[key] -= 1
+                if not self._users[key]:
+                    del self._users[key]
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def _frozen(self, collection: str, *, reads: bool) -> Iterator[None]:
+        """Hold new writes (and new reads, if `reads`) of `collection`, and wait for those in flight."""
+        with self._cond:
+            self._blocked[collection] = reads
+            self._cond.wait_for(
+                lambda: not any(n for (c, w), n in self._users.items() if c == collection and (w or reads))
+            )
+        try:
+            yield
+        finally:
+            with self._cond:
+                del self._blocked[collection]
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def _process_lock(self) -> Iterator[None]:
+        with open(self._root / _OPTIMIZE_LOCK, "a+b") as lock_file:
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+
+    def _recover(self) -> None:
+        """Finish what an optimization cut short by a crash: drop half-built copies, put back an
+        original whose replacement never reached its place. Skipped while another process optimizes."""
+        optimizing, retired = self._root / _OPTIMIZING_DIR, self._root / _RETIRED_DIR
+        if not optimizing.exists() and not retired.exists():
+            return
+        with open(self._root / _OPTIMIZE_LOCK, "a+b") as lock_file:
+            try:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            try:
+                for leftover in optimizing.glob("*"):
+                    shutil.rmtree(leftover, ignore_errors=True)
+                for old in retired.glob("*"):
+                    target = self._collections_dir / old.name
+                    if (target / _CONFIG_FILE).exists():
+                        shutil.rmtree(old, ignore_errors=True)
+                    else:
+                        shutil.rmtree(target, ignore_errors=True)
+                        os.rename(old, target)
+                        log.warning("vector_collection_restored", engine="edge", collection=old.name)
+            finally:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
 
     def _alias_target(self, alias: str) -> str | None:
         with self._lock:
@@ -474,8 +717,12 @@ class EdgeVectorIndex:
                 os.unlink(tmp)
             raise
         # The rename itself must reach the disk, or a crash could bring the old aliases back.
-        dir_fd = os.open(self._root, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _fsync_dir(self._root)
+
+
+def _fsync_dir(path: Path) -> None:
+    dir_fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

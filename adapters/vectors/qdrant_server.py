@@ -40,6 +40,7 @@ from adapters.vectors._common import (
 from projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
+    IndexStats,
     PayloadUpdate,
     ScoredPoint,
     SearchFilter,
@@ -279,6 +280,12 @@ class QdrantVectorIndex:
         return None
 
     # -- maintenance -------------------------------------------------------------------------
+
+    def index_stats(self, collection: str) -> IndexStats:
+        """All points count as indexed: a server indexes on its own, and local mode has no index
+        to build, so maintenance never has anything to do here."""
+        points = self.count(collection)
+        return IndexStats(points=points, indexed=points)
 
     def optimize(self, collection: str) -> None:
         """A no-op: a Qdrant server builds HNSW in the background, and local mode has no index."""

@@ -35,6 +35,17 @@ class _Conn:
             with self._conn.cursor() as cur:
                 cur.executemany(_pg(sql), rows)
 
+    def insert_many(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        # COPY streams the rows in one statement: several times faster than a pipelined executemany
+        # of single-row INSERTs, in round trips and in server work.
+        if rows:
+            with (
+                self._conn.cursor() as cur,
+                cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         return list(self._conn.execute(_pg(sql), params).fetchall())
 
@@ -86,6 +97,11 @@ class PostgresViewDatabase:
 
     def table(self, logical: str, generation: int) -> str:
         return f"v_{self.name}_{logical}_g{generation}"
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        """Nothing to change per connection: the pool hands out a connection per transaction."""
+        yield
 
     def close(self) -> None:
         """The pool belongs to `PostgresViews`."""

@@ -11,6 +11,9 @@ from typing import Any
 
 from projections.sql import Dialect
 
+BULK_CACHE_KIB = 128 * 1024
+"""Page cache of a connection while it fills a generation (allocated as used, given back after)."""
+
 
 class _Conn:
     dialect: Dialect = "sqlite"
@@ -23,6 +26,10 @@ class _Conn:
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
+
+    def insert_many(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        marks = ", ".join("?" for _ in columns)
+        self._conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         cur = self._conn.execute(sql, params)
@@ -76,6 +83,18 @@ class SQLiteViewDatabase:
 
     def table(self, logical: str, generation: int) -> str:
         return f"{logical}_g{generation}"
+
+    @contextmanager
+    def bulk(self) -> Iterator[None]:
+        conn = self._connection()
+        (cache_size,) = conn.execute("PRAGMA cache_size").fetchone()
+        # A rebuild's transactions are large: with the default 2 MB page cache, b-tree pages written
+        # early in a transaction are evicted and written out (and read back) again before it commits.
+        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
     def close(self) -> None:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

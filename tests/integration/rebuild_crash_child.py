@@ -1,0 +1,28 @@
+"""Child process for the rebuild crash test: rebuilds the memory view in small bulk batches, reporting each."""
+
+from __future__ import annotations
+
+import sys
+
+from projections import engine
+from services.bootstrap import bootstrap
+from services.config import Settings
+
+
+def main() -> None:
+    e = bootstrap(Settings.model_validate_json(sys.argv[1]))
+    views = e.views
+    db, projection = views.dbs["memory"], views.projections["memory"]
+    engine.rebuild(
+        db,
+        projection,
+        e.store,
+        limit=int(sys.argv[2]),
+        bulk_limit=int(sys.argv[2]),
+        progress=lambda position, head: print(f"batch {position} {head}", flush=True),
+    )
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main()

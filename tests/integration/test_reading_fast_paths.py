@@ -1,0 +1,240 @@
+"""`query`'s faster paths give what the straightforward ones gave (SQLite's full-text index).
+
+- `lexical` ranks the top rows inside FTS5 and joins only those: the same hits and scores as
+  joining every match and sorting (only rows tied on bm25 across the cut may be picked differently),
+  also when many of the best matches have another status (it asks for more);
+- `actor_terms` in one statement finds the same names as one look-up per word;
+- `recall(vector=…)` searches with the given vector and never calls the embedder.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from uuid import UUID, uuid4
+
+import numpy as np
+import pytest
+
+from domain.being import Being
+from domain.cluster import Cluster
+from domain.node import MemoryNode
+from domain.scene import SceneInput
+from projections import engine
+from projections.memory import fts_scope
+from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
+from services.bootstrap import Engram, bootstrap
+from services.config import Settings
+from services.query_text import first_date
+from services.reading import Reading, _day
+from tests.support import SeededIds, SteppingClock
+
+WORDS = [
+    "garden",
+    "tomatoes",
+    "climbing",
+    "river",
+    "bread",
+    "chess",
+    "violin",
+    "harbour",
+    "kitten",
+    "roof",
+    "piano",
+    "letters",
+    "ramen",
+    "concert",
+    "marathon",
+    "museum",
+    "picnic",
+    "printer",
+    "stars",
+    "fishing",
+    "lake",
+    "market",
+    "forest",
+    "beach",
+    "attic",
+]
+ACTORS = ["Mina", "Lena", "Tom", "Priya", "Jonas"]
+
+
+@pytest.fixture
+def engram(tmp_path: Path) -> Iterator[Engram]:
+    e = bootstrap(
+        Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none"),
+        clock=SteppingClock(),
+        ids=SeededIds(),
+    )
+    yield e
+    e.close()
+
+
+def populate(e: Engram, name: str, count: int, seed: int) -> tuple[UUID, list[str]]:
+    """`count` nodes of varied length and words; returns the being id and the node ids in order."""
+    rng = random.Random(seed)
+    being_id = UUID(e.beings.register(name).being_id)
+    being = e.store.get(Being, being_id)
+    root = e.store.get(Cluster, next(iter(being.root_ids.values())))
+    nodes = []
+    for i in range(count):
+        words = rng.sample(WORDS, rng.randint(2, 9))
+        scene = SceneInput.model_validate(
+            {
+                "scene": {
+                    "action": " ".join(words) + f" note{i}",
+                    "actors": ["me", rng.choice(ACTORS)],
+                    "when": [f"2026-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}"],
+                },
+                "feeling": rng.choice(["calm", "proud", "tired garden"]),
+            }
+        )
+        nodes.append(MemoryNode.create(uuid4(), scene, root, 0, e.clock.now()))
+    embeddings = e.embedder.embed([n.scene["action"] for n in nodes])
+    for node, embedding in zip(nodes, embeddings, strict=True):
+        node.embed(embedding, e.clock.now())
+    e.store.save(*nodes)
+    e.views.ensure()
+    return being_id, [str(n.id) for n in nodes]
+
+
+def kill(e: Engram, being_id: UUID, ids: list[str]) -> None:
+    at = e.clock.now()
+    nodes = [e.store.get(MemoryNode, UUID(i), being_id=being_id) for i in ids]
+    for node in nodes:
+        node.flag_dying(10_000, at)
+        node.make_dead(10_000, "test", at)
+    e.store.save(*nodes)
+    e.views.ensure()
+
+
+def reference_lexical(
+    e: Engram, being_id: UUID, text: str, limit: int, statuses: list[str], names: set[str]
+) -> list[tuple[str, float]]:
+    """What `lexical` did before: join every match to the nodes, filter, sort, cut."""
+    terms = query_terms(text)
+    db = e.views.dbs["memory"]
+    with db.read() as conn:
+        nodes = engine.read_tables(conn, db, e.views.projections["memory"])["nodes"]
+        fts = f"{nodes}_fts"
+        match = (
+            f'fts_scope:"{fts_scope(str(being_id))}" AND ('
+            + " OR ".join(f'actors:"{t}"' if t in names else f'"{t}"' for t in terms)
+            + ")"
+        )
+        weights = ", ".join(str(w) for w in FTS_WEIGHTS)
+        marks = ", ".join("?" for _ in statuses)
+        rows = conn.query(
+            f"SELECT n.id AS id, -bm25({fts}, {weights}) AS score FROM {fts} JOIN {nodes} n "
+            f"ON n.rowid = {fts}.rowid WHERE {fts} MATCH ? AND n.status IN ({marks}) "
+            "ORDER BY score DESC, n.id LIMIT ?",
+            [match, *statuses, limit],
+        )
+    return [(str(r["id"]), float(r["score"])) for r in rows]
+
+
+def same_ranking(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    """Equal scores in equal order; equal ids except among rows tied with the last one kept."""
+    assert [s for _, s in got] == [s for _, s in want]
+    if want:
+        cut = want[-1][1]
+        assert [i for i, s in got if s != cut] == [i for i, s in want if s != cut]
+
+
+QUERIES = [
+    "what did Mina and I do in the garden with the tomatoes?",
+    "climbing by the river",
+    "chess",
+    "Lena piano concert harbour kitten",
+    "fishing at the lake on a calm day",
+    "garden",
+]
+
+
+def test_lexical_matches_the_join_of_every_match(engram: Engram) -> None:
+    being_id, ids = populate(engram, "Aria", 600, seed=1)
+    populate(engram, "Other", 200, seed=2)  # another being's matches must never count
+    read = engram.views.read
+    # Many of the best "garden" rows die: the status filter drops more than the slack.
+    garden = [i for i, _ in read.lexical(being_id, "garden", 60)]
+    kill(engram, being_id, garden[:45])
+    for text in QUERIES:
+        names = read.actor_terms(being_id, text)
+        for limit in (1, 5, 10, 100):
+            for statuses in (["active", "dying"], ["active", "dying", "dead"]):
+                got = read.lexical(being_id, text, limit, statuses, actors=names)
+                want = reference_lexical(engram, being_id, text, limit, statuses, names)
+                assert len(got) == len(want), (text, limit, statuses)
+                same_ranking(got, want)
+                assert set(i for i, _ in got) <= set(ids)
+
+
+def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) -> None:
+    being_id, _ = populate(engram, "Aria", 50, seed=3)
+    read = engram.views.read
+    db = engram.views.dbs["memory"]
+    for text in [*QUERIES, "Mina Lena Tom Priya Jonas Zoe me", "the and of"]:
+        want = set()
+        with db.read() as conn:
+            nodes = engine.read_tables(conn, db, engram.views.projections["memory"])["nodes"]
+            for word in (t for t in query_terms(text) if not t.isdigit()):
+                hit = conn.query_one(
+                    f"SELECT 1 AS hit FROM {nodes}_fts WHERE {nodes}_fts MATCH ? LIMIT 1",
+                    [f'fts_scope:"{fts_scope(str(being_id))}" AND actors:"{word}"'],
+                )
+                if hit is not None:
+                    want.add(word)
+        assert read.actor_terms(being_id, text) == want
+    # More words than SQLite allows in one compound SELECT.
+    many = " ".join(f"word{i}" for i in range(600)) + " Mina"
+    assert read.actor_terms(being_id, many) == {"mina"}
+    assert not STOPWORDS & read.actor_terms(being_id, "me and the others")
+
+
+def test_query_reads_only_the_memory_views_and_ranks_as_before(engram: Engram) -> None:
+    """A query of a being answers from memory and vectors; both are caught up first."""
+    populate(engram, "Aria", 120, seed=4)
+    reading = Reading(engram, rng=random.Random(0))
+    first = reading.query("Aria", "Mina in the garden with tomatoes", 10, reactivate=False)
+    again = reading.query("Aria", "Mina in the garden with tomatoes", 10, reactivate=False)
+    assert [(h.id, h.score) for h in first.nodes] == [(h.id, h.score) for h in again.nodes]
+    assert len(first.nodes) == 10
+    scores = [h.score or 0.0 for h in first.nodes]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_recall_uses_the_given_vector_and_never_the_embedder(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    populate(engram, "Aria", 40, seed=5)
+    [embedding] = engram.embedder.embed(["chess violin note3"])
+    vector = np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
+    expected = Reading(engram, rng=random.Random(1)).recall("Aria", "chess violin note3")
+
+    def no_embedding(texts: Any) -> Any:
+        raise AssertionError("recall(vector=…) must not embed")
+
+    monkeypatch.setattr(engram.embedder, "embed", no_embedding)
+    # The text only matters for validation: the vector decides.
+    given = Reading(engram, rng=random.Random(1)).recall("Aria", "something else entirely", vector=vector)
+    assert [n.id for n in given.nodes] == [n.id for n in expected.nodes]
+    assert given.nodes and given.position is not None
+
+
+def test_the_day_of_a_when_read_without_json_is_the_same(engram: Engram) -> None:
+    import json
+
+    for when in (
+        ["2026-05-02"],
+        ["2026-05-02", "2026-05-03"],
+        [{"date": "2026-05-02", "action": "x"}],
+        ["ab", "cdef"],
+        ["Day7", "x12"],
+        ["2026-05-02T10"],
+        ['2026"05-02'],
+        ["a\\bcdefghij"],
+        [],
+    ):
+        assert _day({"when_json": json.dumps(when, ensure_ascii=False)}) == first_date(when), when
