@@ -3,38 +3,13 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
-import platform
-from pathlib import Path
 from typing import Any
+
+from adapters.bench.machine import machine_info
 
 
 def machine() -> dict[str, Any]:
-    info: dict[str, Any] = {
-        "cpus": os.cpu_count(),
-        "platform": platform.platform(),
-        "machine": platform.machine(),
-        "python": platform.python_version(),
-    }
-    try:
-        for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
-            if line.startswith("PRETTY_NAME="):
-                info["os"] = line.split("=", 1)[1].strip().strip('"')
-    except OSError:
-        pass
-    try:
-        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
-        info["memory_gib"] = round(pages * size / 2**30, 1)
-    except (ValueError, OSError, AttributeError):
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
+    return machine_info()
 
 
 def now_utc() -> str:

@@ -8,7 +8,7 @@ where=statuses {active, dormant})` with a fresh random unit query vector.
 
 Engines, all through the adapters:
 - `edge brute`: Qdrant Edge before any index build (exact search);
-- `edge hnsw`: the same shard after `optimize()` (its duration is printed; it holds the GIL),
+- `edge hnsw`: the same shard after `optimize()` (its duration is printed; it builds in a child process, ADR 0009),
   with the engine's default search ef, then `edge ef=N` rows with `--hnsw-ef` values;
 - `qdrant local`: qdrant-client's in-memory local mode, at 10k only unless `--full`
   (pure Python: seconds per query at 100k).
@@ -161,7 +161,7 @@ def bench_size(size: int, args: argparse.Namespace, tmp: Path, log: Callable[[st
         log(f"[{size}] Edge loaded {total} points in {load_s:.1f} s ({total / load_s:,.0f} points/s)")
         times, exact = measure(edge, queries)
         rows.append(row(size, total, "edge brute", times, exact, exact, load_s=load_s))
-        log(f"[{size}] optimize() … (holds the GIL)")
+        log(f"[{size}] optimize() … (HNSW build in a child process)")
         started = time.perf_counter()
         edge.optimize(COLLECTION)
         optimize_s = time.perf_counter() - started

@@ -90,3 +90,9 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
     rebuild = read(results, "rebuild-sqlite")["totals"]["sql"]["events_per_s"]
     assert ("**met**" if rebuild >= 20_000 else "**missed**") in page.split("## Rebuild")[1].split("##")[0]
     assert render_page(load_results(results)) == page
+
+
+def test_the_committed_page_is_rendered_from_the_committed_results() -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    page = (docs / "benchmarks.md").read_text(encoding="utf-8")
+    assert render_page(load_results(docs / "bench" / "results")) == page
