@@ -7,9 +7,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from urllib.parse import urlencode
 
-import psycopg
+from adapters.bench.scratch import scratch_schema
 
 
 class SteppingClock:
@@ -41,15 +40,8 @@ def postgres_url() -> str | None:
 @contextmanager
 def postgres_schema(base_url: str) -> Iterator[str]:
     """A fresh schema for one test, dropped afterwards; yields a database URL that selects it."""
-    schema = "t_" + uuid.uuid4().hex[:16]
-    with psycopg.connect(base_url, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    sep = "&" if "?" in base_url else "?"
-    try:
-        yield f"{base_url}{sep}{urlencode({'schema': schema})}"
-    finally:
-        with psycopg.connect(base_url, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    with scratch_schema(base_url, prefix="t_") as url:
+        yield url
 
 
 @contextmanager

@@ -24,14 +24,15 @@ class BenchRun:
 
 
 def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[BenchRun]:
-    def both(name: str, command: str, args: tuple[str, ...], pg_flag: tuple[str, ...]) -> list[BenchRun]:
-        runs = [BenchRun(f"{name}-sqlite", (command, *args))]
-        if database_url:
-            runs.append(BenchRun(f"{name}-postgresql", (command, *args, *pg_flag, database_url)))
-        return runs
-
     def passthrough(command: str, *args: str) -> tuple[str, ...]:
         return (command, "--", *args, "--json")
+
+    def per_backend(name: str, args: tuple[str, ...]) -> list[BenchRun]:
+        """`NAME-sqlite`, and `NAME-postgresql` with `--database-url` when a server is given."""
+        runs = [BenchRun(f"{name}-sqlite", args)]
+        if database_url:
+            runs.append(BenchRun(f"{name}-postgresql", (*args, "--database-url", database_url)))
+        return runs
 
     ingest_args: tuple[str, ...]
     vectors: tuple[str, ...]
@@ -61,16 +62,10 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         http = ()
 
     runs = [BenchRun("event-size", passthrough("event-size"))]
-    runs += both("ingest", "ingest", (*ingest_args, "--json"), ("--database-url",))
+    runs += per_backend("ingest", ("ingest", *ingest_args, "--json"))
     runs.append(BenchRun("vectors", passthrough("vectors", *vectors)))
-    runs.append(BenchRun("rebuild-sqlite", passthrough("rebuild", *rebuild)))
-    if database_url:
-        runs.append(
-            BenchRun("rebuild-postgresql", passthrough("rebuild", *rebuild, "--database-url", database_url))
-        )
-    runs.append(BenchRun("lag-sqlite", passthrough("lag", *lag)))
-    if database_url:
-        runs.append(BenchRun("lag-postgresql", passthrough("lag", *lag, "--database-url", database_url)))
+    runs += per_backend("rebuild", passthrough("rebuild", *rebuild))
+    runs += per_backend("lag", passthrough("lag", *lag))
     runs.append(BenchRun("patrol", passthrough("patrol", *patrol)))
     runs.append(BenchRun("patrol-fixed", passthrough("patrol", *patrol_fixed)))
     runs.append(BenchRun("recall", passthrough("recall", *recall)))

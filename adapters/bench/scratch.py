@@ -1,4 +1,4 @@
-"""A throwaway PostgreSQL schema for one benchmark run, so runs never see each other's data."""
+"""A throwaway PostgreSQL schema for one benchmark run (or test), so runs never see each other's data."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import psycopg
 
 
 @contextmanager
-def scratch_schema(base_url: str) -> Iterator[str]:
+def scratch_schema(base_url: str, prefix: str = "bench_") -> Iterator[str]:
     """Create a fresh schema, yield a database URL that selects it, drop it afterwards."""
-    schema = "bench_" + uuid.uuid4().hex[:16]
+    schema = prefix + uuid.uuid4().hex[:16]
     with psycopg.connect(base_url, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     sep = "&" if "?" in base_url else "?"

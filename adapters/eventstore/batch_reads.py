@@ -52,7 +52,7 @@ def _uuid(value: UUID | str) -> UUID:
 
 def _latest(recorder: AggregateRecorder, ids: Sequence[UUID]) -> list[StoredEvent]:
     if isinstance(recorder, PostgresAggregateRecorder):
-        table = _pg_table(recorder)
+        table = pg_events_table(recorder)
         sql = (
             f"SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state "
             f"FROM {table} WHERE originator_id = ANY(%s) ORDER BY originator_id, originator_version DESC"
@@ -72,7 +72,7 @@ def _latest(recorder: AggregateRecorder, ids: Sequence[UUID]) -> list[StoredEven
 
 def _after(recorder: AggregateRecorder, items: Sequence[tuple[UUID, int]]) -> list[StoredEvent]:
     if isinstance(recorder, PostgresAggregateRecorder):
-        table = _pg_table(recorder)
+        table = pg_events_table(recorder)
         id_type = recorder.datastore.originator_id_type
         sql = (
             f"SELECT e.originator_id, e.originator_version, e.topic, e.state FROM {table} e "
@@ -94,7 +94,8 @@ def _after(recorder: AggregateRecorder, items: Sequence[tuple[UUID, int]]) -> li
     return _sqlite_rows(recorder, sql, [p for i, v in items for p in (i.hex, v)])
 
 
-def _pg_table(recorder: PostgresAggregateRecorder) -> str:
+def pg_events_table(recorder: PostgresAggregateRecorder) -> str:
+    """The recorder's events table, quoted and qualified by its schema when it has one."""
     schema = recorder.datastore.schema
     return f'"{schema}"."{recorder.events_table_name}"' if schema else f'"{recorder.events_table_name}"'
 

@@ -24,6 +24,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 from psycopg.rows import tuple_row
 
+from adapters.eventstore.batch_reads import pg_events_table
 from adapters.eventstore.transcodings import uuid_from_hex
 
 _new = object.__new__
@@ -121,8 +122,7 @@ def _sqlite_rows(
 def _postgres_rows(
     recorder: PostgresApplicationRecorder, start: int, limit: int, topics: Sequence[str], stop: int | None
 ) -> list[tuple[Any, ...]]:
-    schema = recorder.datastore.schema
-    table = f'"{schema}"."{recorder.events_table_name}"' if schema else f'"{recorder.events_table_name}"'
+    table = pg_events_table(recorder)
     sql = (
         "SELECT notification_id, originator_id, originator_version, topic, state "
         f"FROM {table} WHERE notification_id >= %s"
