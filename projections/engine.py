@@ -17,7 +17,7 @@ import time
 from abc import ABC
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
 import structlog
@@ -83,6 +83,8 @@ class Batch:
     generation: int
     active: bool
     position: int = 0
+    scratch: dict[str, Any] = field(default_factory=dict)
+    """What a projection's `before_commit` leaves for its `after_flush`."""
 
     def __post_init__(self) -> None:
         # Handlers reach a cache several times per event (`batch.nodes`): as instance attributes
@@ -161,6 +163,9 @@ class Projection(ABC):
         The place to write outside SQL (the vector index): if it fails, the transaction rolls back and
         the tracking position does not move.
         """
+
+    def after_flush(self, batch: Batch) -> None:
+        """Called after the dirty rows are written, in the same transaction (e.g. to index them)."""
 
     def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         """Called inside the transaction that made `generation` active (e.g. to move aliases)."""
@@ -332,6 +337,7 @@ def _apply_batch(
     projection.before_commit(batch)
     for cache in caches.values():
         cache.flush(conn)
+    projection.after_flush(batch)
     conn.execute(
         f"UPDATE {tracking} SET position = ?, updated_at = ? WHERE generation = ?",
         [new_position, time.time(), generation],
@@ -405,7 +411,7 @@ def rebuild(
     """
     build = _Build.start(db, projection, source)
     step = _bulk_step(projection, limit, bulk_limit)
-    with db.bulk(), _fewer_gc_passes(), _Reader(source, projection.topics, step, limit) as reader:
+    with db.bulk(), fewer_gc_passes(), _Reader(source, projection.topics, step, limit) as reader:
         for events, position, head in reader:
             with db.write() as conn:
                 build.apply(conn, events, position)
@@ -486,7 +492,7 @@ def _rebuild_in_one_pass(
     with ExitStack() as stack:
         for db, _ in views:
             stack.enter_context(db.bulk())
-        stack.enter_context(_fewer_gc_passes())
+        stack.enter_context(fewer_gc_passes())
         reader = stack.enter_context(_Reader(source, topics, step, limit))
         for events, reached, head in reader:
             position = reached
@@ -621,6 +627,7 @@ class _Build:
         self.projection.before_commit(batch)
         for cache in self.caches.values():
             cache.flush(conn)
+        self.projection.after_flush(batch)
         conn.execute(
             f"UPDATE {tracking} SET position = ?, updated_at = ? WHERE generation = ?",
             [position, time.time(), self.generation],
@@ -678,14 +685,16 @@ _gc_saved: tuple[int, ...] = ()
 
 
 @contextmanager
-def _fewer_gc_passes() -> Iterator[None]:
-    """Run the cyclic garbage collector less often while a rebuild loads a generation.
+def fewer_gc_passes() -> Iterator[None]:
+    """Run the cyclic garbage collector less often while a rebuild loads a generation, or patrol
+    changes nodes in bulk.
 
     A bulk load allocates millions of objects (decoded events, rows) and keeps hundreds of thousands
     alive (the row caches); the collector's default thresholds then traverse the caches again and
-    again, a sixth of a rebuild's CPU time. Those objects form no cycles and are freed by reference
-    counting: collections only happen less often, for the whole process, until the last rebuild of
-    the process leaves.
+    again, a sixth of a rebuild's CPU time. A patrol step that loads, changes and saves a thousand
+    nodes keeps tens of thousands alive long enough to be promoted, which sets off a full collection
+    (~0.1 s) every other patrol. Those objects form no cycles and are freed by reference counting:
+    collections only happen less often, for the whole process, until the last user leaves.
     """
     global _gc_users, _gc_saved
     with _gc_lock:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from domain import decay
 from domain.cluster import Cluster
 from domain.node import MemoryNode, NodeStatus
 from projections.engine import Batch, Projection, handles
-from projections.sql import ViewConnection, ViewDatabase
-from projections.tables import Index, TableSpec
+from projections.sql import ViewConnection, ViewDatabase, chunks
+from projections.tables import MAX_IN_LIST, Index, TableSpec
 
 NODES = TableSpec(
     name="nodes",
@@ -41,7 +42,6 @@ NODES = TableSpec(
         "setting": "text",
         "actors": "text",  # space-joined, for full-text search
         "dialogue": "text",  # newline-joined, for full-text search
-        "fts_scope": "text",  # "b<being hex>": keeps SQLite FTS matches inside one being
         "themes": "text",  # JSON array
         "when_json": "text",  # JSON array, searched as text (spec: scene->>when ilike)
         "scene_json": "text",
@@ -86,12 +86,58 @@ CLUSTERS = TableSpec(
 )
 
 
-FTS_COLUMNS = ("fts_scope", "action", "actors", "when_json", "feeling", "themes", "setting", "dialogue")
+FTS_COLUMNS = ("action", "actors", "when_json", "feeling", "themes", "setting", "dialogue")
 """Indexed for `query`'s lexical relevance, in this order (bm25 weights in projections/queries.py)."""
 
 
-def fts_scope(being_id: str) -> str:
-    return "b" + being_id.replace("-", "")
+def fts_table(nodes: str, being_id: str) -> str:
+    """SQLite: the being's own full-text table over `nodes` (ADR 0012).
+
+    One FTS5 table per being: a query reads only its being's postings, and bm25's statistics
+    (document frequencies, average length) are its being's alone, so another being's memories
+    neither cost a query time nor move its scores.
+    """
+    return f"{nodes}_fts_{being_id.replace('-', '')}"
+
+
+def fts_registry(nodes: str) -> str:
+    """SQLite: the beings that have a full-text table; it exists once the generation's full-text
+    index is live (after a rebuild's bulk load, at once for a new view)."""
+    return f"{nodes}_fts_beings"
+
+
+def _fts_create(conn: ViewConnection, nodes: str, being_id: str) -> str:
+    fts = fts_table(nodes, being_id)
+    # Contentless: the index holds no copy of the text, and a `rebuild` that would index every
+    # being's rows cannot happen; rows leave it through the 'delete' command with their old values.
+    conn.execute(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5({', '.join(FTS_COLUMNS)}, content='', "
+        "tokenize='porter unicode61')"
+    )
+    conn.execute(f"INSERT OR IGNORE INTO {fts_registry(nodes)} (being_id) VALUES (?)", [being_id])
+    return fts
+
+
+def _fts_live(conn: ViewConnection, nodes: str) -> bool:
+    return (
+        conn.query_one(
+            "SELECT 1 AS live FROM sqlite_master WHERE type = 'table' AND name = ?", [fts_registry(nodes)]
+        )
+        is not None
+    )
+
+
+def _fts_rows(conn: ViewConnection, nodes: str, keys: Sequence[str]) -> dict[str, list[list[Any]]]:
+    """(rowid, indexed columns) of the stored rows among `keys`, by being."""
+    out: dict[str, list[list[Any]]] = {}
+    for part in chunks(keys, MAX_IN_LIST):
+        marks = ", ".join("?" for _ in part)
+        for row in conn.query(
+            f"SELECT rowid AS rid, being_id, {', '.join(FTS_COLUMNS)} FROM {nodes} WHERE id IN ({marks})",
+            list(part),
+        ):
+            out.setdefault(str(row["being_id"]), []).append([row["rid"], *(row[c] for c in FTS_COLUMNS)])
+    return out
 
 
 _dying_cycle = functools.lru_cache(maxsize=4096)(decay.dying_cycle)
@@ -130,7 +176,8 @@ def _when(scene: dict[str, Any]) -> str:
 
 class MemoryView(Projection):
     name = "memory"
-    schema_version = 3  # 2: full-text index and its columns; 3: `seq` for neighbouring memories
+    # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012)
+    schema_version = 4
     tables = (NODES, CLUSTERS)
 
     def create_indexes(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
@@ -143,30 +190,15 @@ class MemoryView(Projection):
         nodes = db.table("nodes", generation)
         cols = ", ".join(FTS_COLUMNS)
         if db.dialect == "sqlite":
-            fts = f"{nodes}_fts"
-            conn.execute(
-                f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5({cols}, content='{nodes}', "
-                "content_rowid='rowid', tokenize='porter unicode61')"
-            )
-            # Indexes the rows already loaded (none on a new view), before the triggers keep it current.
-            conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('rebuild')")
-            new = ", ".join(f"new.{c}" for c in FTS_COLUMNS)
-            old = ", ".join(f"old.{c}" for c in FTS_COLUMNS)
-            changed = " OR ".join(f"old.{c} IS NOT new.{c}" for c in FTS_COLUMNS)
-            conn.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {nodes}_ai AFTER INSERT ON {nodes} BEGIN "
-                f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {new}); END"
-            )
-            conn.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {nodes}_ad AFTER DELETE ON {nodes} BEGIN "
-                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.rowid, {old}); END"
-            )
-            # Status changes are frequent and leave the text alone: only text changes touch the index.
-            conn.execute(
-                f"CREATE TRIGGER IF NOT EXISTS {nodes}_au AFTER UPDATE ON {nodes} WHEN {changed} BEGIN "
-                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', old.rowid, {old}); "
-                f"INSERT INTO {fts}(rowid, {cols}) VALUES (new.rowid, {new}); END"
-            )
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {fts_registry(nodes)} (being_id TEXT PRIMARY KEY)")
+            # Indexes the rows already loaded (none on a new view); from now on every batch keeps the
+            # beings' tables current (`_fts_forget`, `after_flush`).
+            for row in conn.query(f"SELECT DISTINCT being_id FROM {nodes}"):
+                fts = _fts_create(conn, nodes, str(row["being_id"]))
+                conn.execute(
+                    f"INSERT INTO {fts}(rowid, {cols}) SELECT rowid, {cols} FROM {nodes} WHERE being_id = ?",
+                    [str(row["being_id"])],
+                )
         else:
             conn.execute(
                 f"ALTER TABLE {nodes} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("
@@ -179,7 +211,16 @@ class MemoryView(Projection):
 
     def drop_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         if db.dialect == "sqlite":
-            conn.execute(f"DROP TABLE IF EXISTS {db.table('nodes', generation)}_fts")
+            nodes = db.table("nodes", generation)
+            # The beings' full-text tables (and, from schema 3, the one shared table); their shadow
+            # tables go with them.
+            for row in conn.query(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%' "
+                "AND name LIKE ? ESCAPE '\\'",
+                [nodes.replace("_", "\\_") + "\\_fts%"],
+            ):
+                conn.execute(f"DROP TABLE IF EXISTS {row['name']}")
+            conn.execute(f"DROP TABLE IF EXISTS {fts_registry(nodes)}")
         super().drop_schema(db, conn, generation)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
@@ -209,11 +250,41 @@ class MemoryView(Projection):
             row = nodes.rows[key]
             if row is not None and _WHOLE_ROW not in row:
                 narrow.append([*(row[c] for c in _STATE_COLUMNS), key])
-        if not narrow:
+        if narrow:
+            sets = ", ".join(f"{c} = ?" for c in _STATE_COLUMNS)
+            batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", narrow)
+            nodes.dirty.difference_update(r[-1] for r in narrow)
+        self._fts_forget(batch)
+
+    def _fts_forget(self, batch: Batch) -> None:
+        """SQLite: take the stored text of the rows about to be written whole out of their beings'
+        full-text tables (`after_flush` indexes what replaces it). State-only updates never get here."""
+        nodes = batch.nodes
+        if batch.conn.dialect != "sqlite" or not nodes.dirty or not _fts_live(batch.conn, nodes.physical):
             return
-        sets = ", ".join(f"{c} = ?" for c in _STATE_COLUMNS)
-        batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", narrow)
-        nodes.dirty.difference_update(r[-1] for r in narrow)
+        keys = sorted(nodes.dirty)
+        batch.scratch["fts_keys"] = keys
+        if nodes.complete and not (nodes.stored & nodes.dirty):
+            return  # a rebuild's new rows: none is stored yet
+        cols = ", ".join(FTS_COLUMNS)
+        for being_id, rows in _fts_rows(batch.conn, nodes.physical, keys).items():
+            fts = fts_table(nodes.physical, being_id)
+            marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
+            batch.conn.executemany(
+                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', {marks})", rows
+            )
+
+    def after_flush(self, batch: Batch) -> None:
+        """SQLite: index the rows written whole (new ones, rewritten scenes) in their beings' tables."""
+        keys = batch.scratch.get("fts_keys")
+        if not keys:
+            return
+        nodes = batch.nodes.physical
+        cols = ", ".join(FTS_COLUMNS)
+        marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
+        for being_id, rows in _fts_rows(batch.conn, nodes, keys).items():
+            fts = _fts_create(batch.conn, nodes, being_id)
+            batch.conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES ({marks})", rows)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -300,7 +371,6 @@ class MemoryView(Projection):
             "setting": e.scene.get("setting"),
             "actors": " ".join(e.scene.get("actors", [])),
             "dialogue": "\n".join(e.scene.get("dialogue") or []),
-            "fts_scope": fts_scope(str(e.being_id)),
             "themes": _to_json(e.themes),
             "when_json": _when(e.scene),
             "scene_json": _to_json(e.scene),

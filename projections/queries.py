@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from projections import engine
 from projections.beings import BEINGS, DIARY
-from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, fts_scope
+from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, fts_table
 from projections.notes import NOTES
 from projections.patrol_runs import RUNS
 from projections.sql import ViewDatabase, chunks
@@ -40,7 +40,7 @@ STOPWORDS = frozenset(_ENGLISH_STOP.split())
 """PostgreSQL's `english` stop words (Snowball): `lexical` drops them on both backends, so SQLite's
 full-text index neither ranks a node for sharing "the" with the query nor scores every node for it."""
 
-FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (0.0, 1.0, 1.0, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
+FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (1.0, 1.0, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
 """bm25 column weights: action and actors count most (names match the actors only, see `lexical`); when
 and the themes next; feeling, setting, dialogue least."""
 
@@ -107,21 +107,37 @@ _BM25_RANK = "bm25(" + ", ".join(str(w) for w in FTS_WEIGHTS) + ")"
 LEXICAL_SLACK = 20
 """Extra full-text rows fetched beyond `limit`, for the rows `_fts_top` drops (other statuses, ties)."""
 
+LEXICAL_BUDGET = 500
+"""How many postings of a being's full-text index one query ranks exactly (ADR 0012): the rarest
+terms whose matches add up to this many are selective; the others are common."""
 
-def _fts_top(conn: Any, nodes: str, match: str, limit: int, statuses: set[str]) -> list[tuple[str, float]]:
+LEXICAL_WINDOW = 500
+"""Rows that match only common terms are ranked among the newest this many of them (ADR 0012)."""
+
+
+def _fts_top(
+    conn: Any,
+    nodes: str,
+    fts: str,
+    match: str,
+    limit: int,
+    statuses: set[str],
+    *,
+    min_rowid: int | None = None,
+) -> list[tuple[str, float]]:
     """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id).
 
     FTS5 sorts by `rank` inside the index and keeps the top rows, so only those are joined to the
     nodes (ids, statuses) instead of every match; a few more than `limit` are fetched for the rows of
     other statuses, and more are asked for in the rare case that is not enough. Rows with exactly
-    the same bm25 across the cut are taken in rowid (noting) order.
+    the same bm25 across the cut are taken in rowid (noting) order. `min_rowid`: only rows from it on.
     """
-    fts = f"{nodes}_fts"
     fetch = limit + LEXICAL_SLACK
+    window = "" if min_rowid is None else f" AND rowid >= {int(min_rowid)}"
     while True:
         rows = conn.query(
             f"SELECT t.rowid AS rowid, n.id AS id, n.status AS status, -t.rank AS score FROM (SELECT rowid, "
-            f"rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? ORDER BY rank, rowid LIMIT ?) AS t "
+            f"rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ?{window} ORDER BY rank, rowid LIMIT ?) AS t "
             f"JOIN {nodes} n ON n.rowid = t.rowid",
             [match, _BM25_RANK, fetch],
         )
@@ -133,6 +149,79 @@ def _fts_top(conn: Any, nodes: str, match: str, limit: int, statuses: set[str]) 
         if len(kept) >= limit or len(rows) < fetch:
             return sorted(kept[:limit], key=lambda hit: (-hit[1], hit[0]))
         fetch *= 4
+
+
+def _postings(conn: Any, fts: str, phrases: Sequence[str], cap: int) -> list[int]:
+    """How many rows match each phrase, counted up to `cap` (one statement; each count stops there)."""
+    rows = conn.query(
+        "SELECT "
+        + ", ".join(
+            f"(SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT {int(cap)})) AS n{i}"
+            for i in range(len(phrases))
+        ),
+        list(phrases),
+    )
+    return [int(rows[0][f"n{i}"]) for i in range(len(phrases))]
+
+
+def _fts_ranked(
+    conn: Any, nodes: str, fts: str, phrases: Sequence[str], limit: int, statuses: set[str]
+) -> list[tuple[str, float]]:
+    """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012).
+
+    Exact while the query's postings fit `LEXICAL_BUDGET` (every small being, most queries). Beyond
+    it, like a common-terms query: every row holding one of the selective (rarest) terms is ranked
+    exactly — with the common terms' contributions, from a second query that requires one of each —
+    and rows holding only common terms are ranked among the newest `LEXICAL_WINDOW` of them.
+
+    A phrase adds the same to a row's bm25 in any query (its statistics are the index's), so a query
+    whose phrases include every term a row holds scores it exactly and the others score it lower:
+    the best score per row over the lists is exact, and so is the top of their union.
+    """
+    counts = _postings(conn, fts, phrases, LEXICAL_BUDGET + 1)
+    present = sorted((n, i) for i, n in enumerate(counts) if n > 0)
+    if not present:
+        return []
+    chosen: set[int] = set()
+    spent = 0
+    for n, i in present:
+        if spent + n > LEXICAL_BUDGET:
+            break
+        chosen.add(i)
+        spent += n
+    # In the query's own order: bm25 then sums in the same order, to the last bit, as one OR would.
+    selective = [p for i, p in enumerate(phrases) if i in chosen]
+    common = [p for i, p in enumerate(phrases) if i not in chosen and counts[i] > 0]
+    if not common:
+        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses)
+    lists: list[list[tuple[str, float]]] = []
+    any_common = " OR ".join(common)
+    if selective:
+        any_selective = " OR ".join(selective)
+        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses))
+        lists.append(_fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses))
+    floor = conn.query_one(
+        f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+        [any_common, LEXICAL_WINDOW - 1],
+    )
+    lists.append(
+        _fts_top(
+            conn, nodes, fts, any_common, limit, statuses, min_rowid=None if floor is None else floor["rowid"]
+        )
+    )
+    best: dict[str, float] = {}
+    for hits in lists:
+        for node_id, score in hits:
+            if score > best.get(node_id, float("-inf")):
+                best[node_id] = score
+    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+
+
+def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
+    """The being's full-text table, or None before it has one (no node yet)."""
+    fts = fts_table(nodes, str(being_id))
+    found = conn.query_one("SELECT 1 AS hit FROM sqlite_master WHERE type = 'table' AND name = ?", [fts])
+    return fts if found is not None else None
 
 
 class ReadModels:
@@ -299,12 +388,11 @@ class ReadModels:
         with db.read() as conn:
             nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
             if db.dialect == "sqlite":
-                match = (
-                    f'fts_scope:"{fts_scope(str(being_id))}" AND ('
-                    + " OR ".join(f'actors:"{t}"' if t in names else f'"{t}"' for t in terms)
-                    + ")"
-                )
-                return _fts_top(conn, nodes, match, limit, set(statuses))
+                fts = _being_fts(conn, nodes, being_id)
+                if fts is None:
+                    return []
+                phrases = [f'actors:"{t}"' if t in names else f'"{t}"' for t in terms]
+                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
             # Weight B holds the actors (and the `when` text): names match there only.
             rows = conn.query(
                 f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
@@ -328,14 +416,16 @@ class ReadModels:
         with db.read() as conn:
             nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
             if db.dialect == "sqlite":  # one statement: a round trip per word costs more than the lookups
-                scope = fts_scope(str(being_id))
+                fts = _being_fts(conn, nodes, being_id)
+                if fts is None:
+                    return set()
                 for part in chunks(words, 200):  # SQLite allows 500 terms in a compound SELECT
                     params: list[Any] = []
                     for word in part:
-                        params += [word, f'fts_scope:"{scope}" AND actors:"{word}"']
+                        params += [word, f'actors:"{word}"']
                     rows = conn.query(
                         " UNION ALL ".join(
-                            f"SELECT ? AS word WHERE EXISTS (SELECT 1 FROM {nodes}_fts WHERE {nodes}_fts MATCH ?)"
+                            f"SELECT ? AS word WHERE EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?)"
                             for _ in part
                         ),
                         params,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from operator import itemgetter
 from typing import Any
 
@@ -67,11 +68,16 @@ class TableSpec:
     def select_list(self) -> str:
         return ", ".join(self.columns)
 
+    @cached_property
+    def bool_columns(self) -> tuple[str, ...]:
+        return tuple(c for c, kind in self.columns.items() if kind == "bool")
+
     def normalise(self, row: dict[str, Any]) -> dict[str, Any]:
         """SQLite gives booleans back as 0/1."""
-        for c, kind in self.columns.items():
-            if kind == "bool" and row.get(c) is not None:
-                row[c] = bool(row[c])
+        for c in self.bool_columns:
+            value = row.get(c)
+            if value is not None:
+                row[c] = bool(value)
         return row
 
 

@@ -7,9 +7,10 @@ Adapters: Qdrant Edge (embedded default, `adapters/vectors/edge.py`) and
 Rules every adapter keeps:
 - every search is scoped to one being: `being_id` is a required argument, there is no
   unscoped search;
-- writes are full-state and idempotent (upsert by id), and monotonic: a write carrying an
-  older log `position` than the point already holds is ignored, so replaying a batch after a
-  crash can never move a point backwards;
+- writes are idempotent and monotonic: a write carrying an older log `position` than the point
+  already holds is ignored, so replaying a batch after a crash can never move a point backwards.
+  Upserts write a point's whole state; a payload patch writes some fields (and the position), for
+  writers that send every field their events changed since the point's state was last written;
 - collections are reached through aliases, so a rebuild fills a new collection and switches
   the alias atomically.
 """
@@ -62,6 +63,16 @@ class PayloadUpdate:
 
 
 @dataclass(frozen=True, slots=True)
+class PayloadPatch:
+    """Set `fields` and `position` in the payloads of the points `ids` whose stored position is not
+    newer than `position`; their other payload fields and their vectors stay."""
+
+    ids: Sequence[UUID]
+    fields: Mapping[str, Any]
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
 class ScoredPoint:
     id: UUID
     score: float
@@ -109,6 +120,11 @@ class VectorIndex(Protocol):
 
     def set_payloads(self, collection: str, updates: Sequence[PayloadUpdate]) -> None:
         """Replace payloads of existing points (same monotonic rule); missing points are ignored."""
+        ...
+
+    def patch_payloads(self, collection: str, patches: Sequence[PayloadPatch]) -> None:
+        """Apply the patches in order, one engine operation each however many points it names (a
+        batch's thousand status changes are one patch); missing points are ignored."""
         ...
 
     def delete(self, collection: str, ids: Sequence[UUID]) -> None: ...

@@ -1,15 +1,19 @@
 """The vector projection: node points and cluster centroids in the `VectorIndex`, one set per embedding model.
 
 - Node collection `engram_nodes__<model>`: one point per embedded node, id = node id, payload
-  `being_id`, `status`, `cluster_id`, `fresh`, `pinned`, `position` (the log position that produced it).
+  `being_id`, `status`, `cluster_id`, `fresh`, `pinned`, `position`.
 - Centroid collection `engram_centroids__<model>`: one point per cluster with active embedded nodes,
   id = cluster id, the mean of those vectors, payload `being_id`, `parent_id`, `is_root`, `count`,
   `position`. The mean comes from a running float64 sum and count per cluster, kept in SQL in the same
   transaction as the tracking position: a node joining or leaving changes one sum, never a recomputation.
 
+A point's `position` is the log position of the last event of the batch that wrote it (its state as
+of then), the guard of monotonic writes; the SQL rows keep the position of the event that last changed
+them (ADR 0010).
+
 Names are aliases; each generation writes its own collections (`…__g3`), so a rebuild fills new ones and
 switches the aliases. Qdrant is written in `before_commit`: the SQL tracking position advances only after
-the index acknowledged, and a replay after a crash rewrites the same full states (idempotent, monotonic).
+the index acknowledged, and a replay after a crash rewrites the same states (idempotent, monotonic).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from domain.node import MemoryNode, NodeStatus
 from projections.engine import Batch, Projection, handles
 from projections.sql import ViewConnection, ViewDatabase
 from projections.tables import Index, TableSpec
-from projections.vector_index import PayloadUpdate, SearchFilter, VectorIndex, VectorPoint
+from projections.vector_index import PayloadPatch, SearchFilter, VectorIndex, VectorPoint
 
 log = structlog.get_logger("engram.projections.vectors")
 
@@ -91,8 +95,12 @@ def centroids_alias(model: str) -> str:
 _STATE = ("cluster_id", "status", "fresh", "pinned", "model", "vector")
 """A node row's fields that a point or a centroid depends on (`position` aside)."""
 
+_PAYLOAD_STATE = ("cluster_id", "status", "fresh", "pinned")
+"""A node row's fields that its point's payload holds and events change (`being_id` never changes)."""
+
 _NEW_VECTOR = "_new_vector"
 _WHOLE_ROW = "_whole_row"
+_CHANGED = "_changed"
 
 _MOVES_A_VECTOR: dict[str, tuple[type, ...]] = {
     NodeStatus.ACTIVE: (
@@ -202,6 +210,12 @@ class VectorsView(Projection):
                 self._adjust(batch, before, _f32(was["vector"]), -1)
             if after is not None:
                 self._adjust(batch, after, _f32(row["vector"]), +1)
+        # Not a column: the payload fields this batch's events changed, which are all that a point
+        # written by an earlier batch needs (see `before_commit`).
+        changed: set[str] | None = row.get(_CHANGED)
+        if changed is None:
+            changed = row[_CHANGED] = set()
+        changed.update(k for k in _PAYLOAD_STATE if row[k] != was[k])
         row["position"] = batch.position
         batch.vector_nodes.put(row)
 
@@ -328,23 +342,43 @@ class VectorsView(Projection):
         return f"engram_{kind}__{model_slug(model)}__g{batch.generation}"
 
     def before_commit(self, batch: Batch) -> None:
+        # Every point this batch writes holds its state as of the batch's last event, so it is stamped
+        # with that event's position (not with the position of the event that last changed it): a
+        # valid monotonic guard, and one that lets the index write all the points that get the same
+        # fields (a patrol step's status changes) with one operation instead of one per point.
+        stamp = batch.position
         points: dict[str, list[VectorPoint]] = {}
-        payloads: dict[str, list[PayloadUpdate]] = {}
+        patches: dict[str, dict[tuple[tuple[str, Any], ...], list[UUID]]] = {}
+        moved: set[str] = set()
+        collections: dict[str, tuple[str, bool]] = {}  # model: (its node collection, known before)
         for key in batch.vector_nodes.dirty:
             row = batch.vector_nodes.rows[key]
-            if row is None or row["vector"] is None:
+            if row is None:
                 continue
-            dim = len(row["vector"]) // 4
-            known = batch.collections.get(batch.conn, f"nodes:{row['model']}") is not None
-            name = self._collection(batch, "nodes", row["model"], dim)
-            payload = {k: row[k] for k in ("being_id", "status", "cluster_id", "fresh", "pinned", "position")}
+            changed = row.pop(_CHANGED, ())
+            if "cluster_id" in changed:
+                moved.add(key)
+            if row["vector"] is None:
+                continue
+            found = collections.get(row["model"])
+            if found is None:
+                known = batch.collections.get(batch.conn, f"nodes:{row['model']}") is not None
+                name = self._collection(batch, "nodes", row["model"], len(row["vector"]) // 4)
+                found = collections[row["model"]] = (name, known)
+            name, known = found
             if row.get(_NEW_VECTOR) or not known:
+                payload = {k: row[k] for k in ("being_id", *_PAYLOAD_STATE)}
+                payload["position"] = stamp
                 points.setdefault(name, []).append(VectorPoint(UUID(row["id"]), _f32(row["vector"]), payload))
-            else:
+            elif changed:
                 # The point was written with this vector by an earlier batch (the view's tracking
-                # position only advances after the index acknowledged): only its payload changes, and
-                # rewriting a 384-1536-float vector for a status change costs more than the change.
-                payloads.setdefault(name, []).append(PayloadUpdate(UUID(row["id"]), payload))
+                # position only advances after the index acknowledged): only the payload fields this
+                # batch's events changed are written, and the points that get the same ones share
+                # one patch (a patrol step's status changes: one engine operation, not one a node).
+                # Every other field still holds what the point's last write gave it, or a replay's
+                # newer state; ADR 0010 shows why a patch then leaves the point as of `stamp`.
+                fields = tuple((k, row[k]) for k in _PAYLOAD_STATE if k in changed)
+                patches.setdefault(name, {}).setdefault(fields, []).append(UUID(row["id"]))
         removed: dict[str, list[UUID]] = {}
         for key in batch.centroids.dirty:
             row = batch.centroids.rows[key]
@@ -366,33 +400,40 @@ class VectorsView(Projection):
                 "parent_id": cluster["parent_id"],
                 "is_root": cluster["is_root"],
                 "count": row["count"],
-                "position": row["position"],
+                "position": stamp,
             }
             points.setdefault(name, []).append(VectorPoint(UUID(cluster_id), mean, payload))
         for name, batch_points in points.items():
             self.index.upsert(name, batch_points)
-        for name, updates in payloads.items():
-            self.index.set_payloads(name, updates)
+        for name, groups in patches.items():
+            self.index.patch_payloads(
+                name, [PayloadPatch(ids, dict(fields), stamp) for fields, ids in groups.items()]
+            )
         for name, ids in removed.items():
             self.index.delete(name, ids)
-        self._write_changed_rows(batch)
+        self._write_changed_rows(batch, moved)
 
-    def _write_changed_rows(self, batch: Batch) -> None:
+    def _write_changed_rows(self, batch: Batch, moved: set[str]) -> None:
         """Rows whose vector this batch left alone: an UPDATE of their small columns, not an upsert of
-        the vector too. New rows and new vectors stay dirty, for the batch's usual upsert."""
+        the vector too; `cluster_id` (indexed) only for the rows in `moved`. New rows and new vectors
+        stay dirty, for the batch's usual upsert."""
         nodes = batch.vector_nodes
-        narrow = [
-            [row["cluster_id"], row["status"], row["fresh"], row["pinned"], row["position"], key]
-            for key in nodes.dirty
-            if (row := nodes.rows[key]) is not None and _WHOLE_ROW not in row and _NEW_VECTOR not in row
-        ]
-        if narrow:
-            batch.conn.executemany(
-                f"UPDATE {nodes.physical} SET cluster_id = ?, status = ?, fresh = ?, pinned = ?, position = ? "
-                "WHERE id = ?",
-                narrow,
-            )
-            nodes.dirty.difference_update(r[-1] for r in narrow)
+        narrow: list[list[Any]] = []
+        moving: list[list[Any]] = []
+        for key in nodes.dirty:
+            row = nodes.rows[key]
+            if row is None or _WHOLE_ROW in row or _NEW_VECTOR in row:
+                continue
+            values = [row["status"], row["fresh"], row["pinned"], row["position"], key]
+            if key in moved:
+                moving.append([row["cluster_id"], *values])
+            else:
+                narrow.append(values)
+        sets = "status = ?, fresh = ?, pinned = ?, position = ?"
+        for rows, columns in ((narrow, sets), (moving, f"cluster_id = ?, {sets}")):
+            if rows:
+                batch.conn.executemany(f"UPDATE {nodes.physical} SET {columns} WHERE id = ?", rows)
+                nodes.dirty.difference_update(r[-1] for r in rows)
 
     def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         for row in conn.query(f"SELECT * FROM {db.table('collections', generation)}"):

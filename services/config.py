@@ -54,6 +54,14 @@ class Settings(BaseSettings):
     consistency_timeout_s: float = Field(
         10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."
     )
+    vector_optimize_min_points: int = Field(
+        10_000,
+        ge=1,
+        description="The worker builds a node collection's HNSW index once it holds this many new points.",
+    )
+    vector_maintenance_interval_s: float = Field(
+        60.0, gt=0, description="How often the worker checks whether a node collection is due (ADR 0009)."
+    )
 
     patrol_min_notes: int = Field(
         20, ge=1, description="The worker patrols a being with this many new scene notes."

@@ -135,7 +135,7 @@ class Reading:
         def handle() -> int | None:
             cycle = self.e.store.get(Being, being_id).cycle
             at = self.e.clock.now()
-            nodes = [self.e.store.get(MemoryNode, UUID(r["id"]), being_id=being_id) for r in rows]
+            nodes = self.e.store.get_many(MemoryNode, [UUID(r["id"]) for r in rows], being_id=being_id)
             for node in nodes:
                 node.reactivate(source, cycle, at)
             return self.e.store.save(*nodes)  # type: ignore[no-any-return]

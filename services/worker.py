@@ -29,12 +29,10 @@ log = structlog.get_logger("engram.worker")
 
 MAX_BACKOFF_S = 30.0
 SAFETY_PULL_S = 2.0
-OPTIMIZE_MIN_NEW_POINTS = 10_000
-"""A node collection is optimized (HNSW built) once at least this many of its points are outside the
-index *and* it holds this many more points than after its last optimize. Below it, exact search over
-the unindexed points costs a few ms; Edge leaves segments under its indexing threshold (10 MB of
-vectors, ~6.8k points at 384 dims) unindexed anyway."""
-MAINTENANCE_INTERVAL_S = 60.0
+# A node collection is optimized (HNSW built) once at least `ENGRAM_VECTOR_OPTIMIZE_MIN_POINTS`
+# (default 10k) of its points are outside the index *and* it holds that many more points than after
+# its last optimize. Below it, exact search over the unindexed points costs a few ms; Edge leaves
+# segments under its indexing threshold (10 MB of vectors, ~6.8k points at 384 dims) unindexed anyway.
 
 
 class VectorMaintenance:
@@ -46,9 +44,11 @@ class VectorMaintenance:
     point as indexed, so nothing is ever due there.
     """
 
-    def __init__(self, views: Views, *, min_new_points: int = OPTIMIZE_MIN_NEW_POINTS) -> None:
+    def __init__(self, views: Views, *, min_new_points: int | None = None) -> None:
         self.views = views
-        self.min_new_points = min_new_points
+        self.min_new_points = (
+            views.settings.vector_optimize_min_points if min_new_points is None else min_new_points
+        )
         self._points_after: dict[str, int] = {}  # collection -> its points after its last optimize
 
     def collections(self) -> list[str]:
@@ -120,9 +120,10 @@ class Worker:
         listen: Callable[[Wakeup, threading.Event], None] | None = None,
         on_idle: Callable[[], None] | None = None,
         maintenance: VectorMaintenance | None = None,
-        maintenance_interval: float = MAINTENANCE_INTERVAL_S,
+        maintenance_interval: float | None = None,
     ) -> None:
-        """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view."""
+        """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
+        `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -131,7 +132,11 @@ class Worker:
         if maintenance is None and "vectors" in self.names:
             maintenance = VectorMaintenance(views)
         self.maintenance = maintenance
-        self.maintenance_interval = maintenance_interval
+        self.maintenance_interval = (
+            views.settings.vector_maintenance_interval_s
+            if maintenance_interval is None
+            else maintenance_interval
+        )
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []

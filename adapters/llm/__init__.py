@@ -1,10 +1,17 @@
-"""LLM adapters: Anthropic, OpenAI (or compatible), and `NoLLM` when no key is configured."""
+"""LLM adapters: Anthropic, OpenAI (or compatible), and `NoLLM` when no key is configured.
 
-from adapters.llm.anthropic_llm import AnthropicLLM
+`AnthropicLLM` and `OpenAILLM` are imported on first use (their SDKs are large; see `factory`).
+"""
+
+from typing import TYPE_CHECKING, Any
+
 from adapters.llm.factory import DescribedLLM, LLMConfigError, Provider, build_llm
 from adapters.llm.none_llm import NoLLM
-from adapters.llm.openai_llm import OpenAILLM
 from adapters.llm.strict_schema import to_strict_json_schema
+
+if TYPE_CHECKING:
+    from adapters.llm.anthropic_llm import AnthropicLLM
+    from adapters.llm.openai_llm import OpenAILLM
 
 __all__ = [
     "AnthropicLLM",
@@ -16,3 +23,15 @@ __all__ = [
     "build_llm",
     "to_strict_json_schema",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AnthropicLLM":
+        from adapters.llm.anthropic_llm import AnthropicLLM
+
+        return AnthropicLLM
+    if name == "OpenAILLM":
+        from adapters.llm.openai_llm import OpenAILLM
+
+        return OpenAILLM
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -10,7 +11,7 @@ from uuid import UUID
 
 import numpy as np
 
-from projections.vector_index import BEING_KEY, POSITION_KEY, PayloadUpdate, Vector, VectorPoint
+from projections.vector_index import BEING_KEY, POSITION_KEY, PayloadPatch, PayloadUpdate, Vector, VectorPoint
 
 # Collection and alias names become directory names (Edge) and URL path segments (server):
 # a conservative alphabet keeps both safe, including against path traversal.
@@ -56,6 +57,17 @@ def check_payload(payload: Mapping[str, Any]) -> int:
     return position
 
 
+def patch_payload(patch: PayloadPatch) -> dict[str, Any]:
+    """The fields a patch sets, its position included; raises on a mistyped position, or on fields
+    that would rewrite what a patch must not (the being, the position)."""
+    if not isinstance(patch.position, int) or isinstance(patch.position, bool):
+        raise ValueError(f"a patch needs {POSITION_KEY!r} as an int, got {patch.position!r}")
+    for key in (BEING_KEY, POSITION_KEY):
+        if key in patch.fields:
+            raise ValueError(f"a patch cannot set {key!r}")
+    return {**patch.fields, POSITION_KEY: patch.position}
+
+
 def latest_per_id(items: Sequence[_Item]) -> list[_Item]:
     """One item per id, the one with the highest position (the last one on ties).
 
@@ -70,6 +82,31 @@ def latest_per_id(items: Sequence[_Item]) -> list[_Item]:
         if current is None or position >= current[0]:
             best[item.id] = (position, item)
     return [item for _, item in best.values()]
+
+
+def group_by_payload(updates: Iterable[PayloadUpdate]) -> list[tuple[Mapping[str, Any], list[UUID]]]:
+    """Updates that write the same payload (hence the same position), as (payload, ids), so that one
+    engine operation replaces a group's payloads. Values are told apart by type too, so `True` and `1`
+    never share a group."""
+    groups: dict[Any, tuple[Mapping[str, Any], list[UUID]]] = {}
+    for update in updates:
+        key = _payload_key(update.payload)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = (update.payload, [update.id])
+        else:
+            group[1].append(update.id)
+    return list(groups.values())
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _payload_key(payload: Mapping[str, Any]) -> Any:
+    if all(type(v) in _SCALARS for v in payload.values()):
+        return tuple(sorted((k, type(v), v) for k, v in payload.items()))
+    # A list or a dict in the payload: its JSON text, which keeps `true` and `1` apart too.
+    return json.dumps(payload, sort_keys=True, default=repr)
 
 
 def group_by_position(items: Iterable[_Item]) -> dict[int, list[UUID]]:

@@ -8,8 +8,10 @@ Layout under `root`:
 
 Monotonic writes are conditional upserts done by the engine (`upsert_points(condition=...)`):
 an existing point is overwritten only if its stored `position` is <= the new one, a missing
-point is inserted. Payload replacement uses `overwrite_payload_by_filter` with the same
-condition. No read-before-write, so no race between the read and the write.
+point is inserted. Payload replacement (`overwrite_payload_by_filter`) and payload patches
+(`set_payload_by_filter`) carry the same condition in the filter that selects their points, one
+operation for all the points that get the same payload or patch. No read-before-write, so no race
+between the read and the write.
 
 Searches are exact (brute force over the being's points, driven by the payload index) until
 `optimize()` builds HNSW; Edge never optimizes on its own. Edge's build holds the GIL for the whole
@@ -74,14 +76,17 @@ from adapters.vectors._common import (
     as_uuid,
     as_vector,
     check_name,
+    group_by_payload,
     group_by_position,
     latest_per_id,
+    patch_payload,
     vector_list,
 )
 from projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
     IndexStats,
+    PayloadPatch,
     PayloadUpdate,
     ScoredPoint,
     SearchFilter,
@@ -306,17 +311,29 @@ class EdgeVectorIndex:
         latest = latest_per_id(updates)
         if not latest:
             return
-        # The filter both selects the point and carries the monotonic condition, so the check and
-        # the write are one engine operation; a missing point matches nothing.
+        # One operation per distinct payload: its filter both selects the points and carries the
+        # monotonic condition, so the check and the write are one engine operation; a missing point
+        # matches nothing.
         self._apply(
             collection,
             [
                 UpdateOperation.overwrite_payload_by_filter(
-                    _not_newer_than({int(update.payload[POSITION_KEY]): [update.id]}), dict(update.payload)
+                    _not_newer_than({int(payload[POSITION_KEY]): ids}), dict(payload)
                 )
-                for update in latest
+                for payload, ids in group_by_payload(latest)
             ],
         )
+
+    def patch_payloads(self, collection: str, patches: Sequence[PayloadPatch]) -> None:
+        operations = [
+            UpdateOperation.set_payload_by_filter(
+                _not_newer_than({patch.position: list(patch.ids)}), patch_payload(patch)
+            )
+            for patch in patches
+            if patch.ids
+        ]
+        if operations:
+            self._apply(collection, operations)
 
     def delete(self, collection: str, ids: Sequence[UUID]) -> None:
         if not ids:

@@ -2,7 +2,8 @@
 
 Monotonic writes are conditional on both: `upsert(update_filter=...)` overwrites an existing
 point only if its stored `position` is <= the new one and inserts missing points, and payload
-replacement is an `overwrite_payload` whose selector is a filter carrying the same condition.
+replacement (`overwrite_payload`) and patches (`set_payload`) select their points with a filter
+carrying the same condition.
 The engine checks and writes in one operation, so there is no read-before-write race.
 qdrant-client 1.20's local mode honours both (checked by the contract suite).
 
@@ -33,14 +34,17 @@ from adapters.vectors._common import (
     as_uuid,
     as_vector,
     check_name,
+    group_by_payload,
     group_by_position,
     latest_per_id,
+    patch_payload,
     vector_list,
 )
 from projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
     IndexStats,
+    PayloadPatch,
     PayloadUpdate,
     ScoredPoint,
     SearchFilter,
@@ -187,18 +191,34 @@ class QdrantVectorIndex:
         latest = latest_per_id(updates)
         if not latest:
             return
-        # One request for the batch; each operation's filter selects its point and carries the
-        # monotonic condition, so a missing or newer point simply matches nothing.
+        # One request for the batch, one operation per distinct payload; each operation's filter
+        # selects its points and carries the monotonic condition, so a missing or newer point simply
+        # matches nothing.
         operations: list[qm.UpdateOperation] = [
             qm.OverwritePayloadOperation(
                 overwrite_payload=qm.SetPayload(
-                    payload=dict(u.payload),
-                    filter=_not_newer_than({int(u.payload[POSITION_KEY]): [u.id]}),
+                    payload=dict(payload),
+                    filter=_not_newer_than({int(payload[POSITION_KEY]): ids}),
                 )
             )
-            for u in latest
+            for payload, ids in group_by_payload(latest)
         ]
         self._client.batch_update_points(check_name(collection), operations, wait=True)
+
+    def patch_payloads(self, collection: str, patches: Sequence[PayloadPatch]) -> None:
+        # One request, one operation per patch, applied in order; the filter carries the monotonic
+        # condition, and `set_payload` keeps the fields a patch does not name.
+        operations: list[qm.UpdateOperation] = [
+            qm.SetPayloadOperation(
+                set_payload=qm.SetPayload(
+                    payload=patch_payload(patch), filter=_not_newer_than({patch.position: list(patch.ids)})
+                )
+            )
+            for patch in patches
+            if patch.ids
+        ]
+        if operations:
+            self._client.batch_update_points(check_name(collection), operations, wait=True)
 
     def delete(self, collection: str, ids: Sequence[UUID]) -> None:
         if not ids:

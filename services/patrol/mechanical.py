@@ -14,6 +14,7 @@ from domain.node import MemoryNode
 from domain.note import Note
 from domain.patrol_run import PatrolStep
 from domain.scene import ParseFailure, SceneInput, validate_scene_object
+from projections.engine import fewer_gc_passes
 from projections.sql import chunks
 from services.patrol.asking import ask
 from services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
@@ -264,24 +265,25 @@ def _change_nodes(
     The cost follows the number of nodes that change, with a small constant per node: one query loads a
     few hundred nodes, one transaction saves them, and the views apply all the step's events together.
     A crash between batches is harmless: the saved nodes left the view's candidates, so a resumed step
-    finds only the others.
+    finds only the others. The garbage collector runs less often meanwhile (`fewer_gc_passes`).
     """
     changed = 0
     position: int | None = None
-    for part in chunks(rows, CHANGE_BATCH):
-        nodes = ctx.store.get_many(MemoryNode, [UUID(r["id"]) for r in part], being_id=ctx.being_id)
-        kept = []
-        for node in nodes:
-            try:
-                change(node)
-            except DomainError as exc:  # the view lagged a concurrent change; the aggregate decides
-                log.info(refused, node_id=str(node.id), reason=exc.message)
-                continue
-            kept.append(node)
-        position = ctx.store.save(*kept) or position
-        changed += len(kept)
-    if position is not None:
-        ctx.views.ensure(position)
+    with fewer_gc_passes():
+        for part in chunks(rows, CHANGE_BATCH):
+            nodes = ctx.store.get_many(MemoryNode, [UUID(r["id"]) for r in part], being_id=ctx.being_id)
+            kept = []
+            for node in nodes:
+                try:
+                    change(node)
+                except DomainError as exc:  # the view lagged a concurrent change; the aggregate decides
+                    log.info(refused, node_id=str(node.id), reason=exc.message)
+                    continue
+                kept.append(node)
+            position = ctx.store.save(*kept) or position
+            changed += len(kept)
+        if position is not None:
+            ctx.views.ensure(position)
     return changed
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from adapters.vectors import EdgeVectorIndex
 from projections.vector_index import (
+    PayloadPatch,
     PayloadUpdate,
     ScoredPoint,
     SearchFilter,
@@ -306,6 +307,106 @@ def test_set_payloads_is_monotonic_and_keeps_the_vector(vector_index: VectorInde
     assert vector_index.count(coll) == 2
     (hit,) = vector_index.retrieve(coll, BEING_A, [pid], with_vectors=True)
     np.testing.assert_allclose(vec(hit), v, atol=1e-6)
+
+
+def test_set_payloads_groups_equal_payloads_and_keeps_each_point_monotonic(
+    vector_index: VectorIndex, coll: str
+) -> None:
+    """Adapters write equal payloads with one operation: every point of a group still gets the
+    monotonic rule on its own, and payloads that differ only by type (`True`, `1`) are not equal."""
+    vs = unit(np.random.default_rng(15), 6)
+    ids = [uuid.uuid4() for _ in vs]
+    stored_at = [3, 3, 12, 3, 3, 3]  # ids[2] holds a newer state than the batch
+    vector_index.upsert(
+        coll, [point(v, BEING_A, p, pid=i) for v, p, i in zip(vs, stored_at, ids, strict=True)]
+    )
+    missing = uuid.uuid4()
+    base = {"being_id": str(BEING_A), "position": 10}
+    dying, flag_true, flag_one = {**base, "status": "dying"}, {**base, "flag": True}, {**base, "flag": 1}
+
+    vector_index.set_payloads(
+        coll,
+        [
+            *(PayloadUpdate(i, dying) for i in (ids[0], ids[1], ids[2], missing)),
+            PayloadUpdate(ids[3], flag_true),
+            PayloadUpdate(ids[4], flag_one),
+            PayloadUpdate(ids[5], {**base, "position": 2, "status": "older"}),
+        ],
+    )
+
+    got = by_id(vector_index.retrieve(coll, BEING_A, ids))
+    assert got[ids[0]].payload == got[ids[1]].payload == dying
+    assert got[ids[2]].payload == {"being_id": str(BEING_A), "position": 12}
+    assert got[ids[3]].payload == flag_true and got[ids[3]].payload["flag"] is True
+    assert got[ids[4]].payload == flag_one and type(got[ids[4]].payload["flag"]) is int
+    assert got[ids[5]].payload == {"being_id": str(BEING_A), "position": 3}
+    assert vector_index.retrieve(coll, BEING_A, [missing]) == []
+    assert vector_index.count(coll) == len(ids)
+
+
+def test_patch_payloads_sets_fields_monotonically_and_keeps_the_rest(
+    vector_index: VectorIndex, coll: str
+) -> None:
+    vs = unit(np.random.default_rng(16), 5)
+    ids = [uuid.uuid4() for _ in vs]
+    stored_at = [3, 3, 12, 3, 10]  # ids[2] holds a newer state than the patches; ids[4] the same
+    vector_index.upsert(
+        coll,
+        [
+            point(v, BEING_A, p, pid=i, status="active", cluster="c1", extra=7)
+            for v, p, i in zip(vs, stored_at, ids, strict=True)
+        ],
+    )
+    missing = uuid.uuid4()
+
+    def payload(p: UUID) -> Mapping[str, Any]:
+        return vector_index.retrieve(coll, BEING_A, [p])[0].payload
+
+    vector_index.patch_payloads(
+        coll,
+        [
+            # One patch for many points: each point is held to the monotonic rule on its own.
+            PayloadPatch([ids[0], ids[1], ids[2], ids[4], missing], {"status": "dying"}, 10),
+            # Applied in order: a later patch sees what the earlier one wrote.
+            PayloadPatch([ids[1]], {"cluster": "c2", "status": "dead"}, 10),
+            PayloadPatch([ids[3]], {"status": "stale"}, 2),
+        ],
+    )
+
+    kept = {"being_id": str(BEING_A), "extra": 7}
+    assert payload(ids[0]) == {**kept, "status": "dying", "cluster": "c1", "position": 10}
+    assert payload(ids[1]) == {**kept, "status": "dead", "cluster": "c2", "position": 10}
+    assert payload(ids[2]) == {**kept, "status": "active", "cluster": "c1", "position": 12}
+    assert payload(ids[3]) == {**kept, "status": "active", "cluster": "c1", "position": 3}
+    assert payload(ids[4]) == {**kept, "status": "dying", "cluster": "c1", "position": 10}  # equal: replayed
+    assert vector_index.retrieve(coll, BEING_A, [missing]) == []
+    assert vector_index.count(coll) == len(ids)
+    for i, v in zip(ids, vs, strict=True):
+        (hit,) = vector_index.retrieve(coll, BEING_A, [i], with_vectors=True)
+        np.testing.assert_allclose(vec(hit), v, atol=1e-6)
+
+
+def test_patch_payloads_refuses_what_a_patch_must_not_write(vector_index: VectorIndex, coll: str) -> None:
+    v = unit(np.random.default_rng(17), 1)[0]
+    pid = uuid.uuid4()
+    vector_index.upsert(coll, [point(v, BEING_A, 1, pid=pid, status="active")])
+    for bad in (
+        PayloadPatch([pid], {"status": "x"}, True),
+        PayloadPatch([pid], {"status": "x"}, "2"),  # type: ignore[arg-type]
+        PayloadPatch([pid], {"being_id": str(BEING_B)}, 2),
+        PayloadPatch([pid], {"position": 5}, 2),
+    ):
+        with pytest.raises(ValueError, match=r"position|being_id"):
+            # A bad patch after a good one: nothing of the call is written.
+            vector_index.patch_payloads(coll, [PayloadPatch([pid], {"status": "dying"}, 2), bad])
+    assert vector_index.retrieve(coll, BEING_A, [pid])[0].payload == {
+        "being_id": str(BEING_A),
+        "position": 1,
+        "status": "active",
+    }
+    vector_index.patch_payloads(coll, [])
+    vector_index.patch_payloads(coll, [PayloadPatch([], {"status": "x"}, 9)])
+    assert vector_index.retrieve(coll, BEING_A, [pid])[0].payload["position"] == 1
 
 
 def test_writes_need_being_and_position(vector_index: VectorIndex, coll: str) -> None:

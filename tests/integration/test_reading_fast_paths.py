@@ -22,8 +22,8 @@ from domain.being import Being
 from domain.cluster import Cluster
 from domain.node import MemoryNode
 from domain.scene import SceneInput
-from projections import engine
-from projections.memory import fts_scope
+from projections import engine, queries
+from projections.memory import fts_table
 from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
@@ -111,36 +111,65 @@ def kill(e: Engram, being_id: UUID, ids: list[str]) -> None:
 
 
 def reference_lexical(
-    e: Engram, being_id: UUID, text: str, limit: int, statuses: list[str], names: set[str]
+    e: Engram,
+    being_id: UUID,
+    text: str,
+    limit: int,
+    statuses: list[str],
+    names: set[str],
+    *,
+    budget: int | None = None,
+    window: int | None = None,
 ) -> list[tuple[str, float]]:
-    """What `lexical` did before: join every match to the nodes, filter, sort, cut."""
+    """What `lexical` ranks, the straightforward way: score every match with one OR of all the terms,
+    join every match, filter, sort, cut.
+
+    With a `budget` (ADR 0012), only the candidates count: rows holding a selective term (the rarest
+    terms whose exact match counts add up to at most `budget`), and, of the rows holding a common
+    term, the newest `window`.
+    """
     terms = query_terms(text)
+    phrases = [f'actors:"{t}"' if t in names else f'"{t}"' for t in terms]
     db = e.views.dbs["memory"]
     with db.read() as conn:
         nodes = engine.read_tables(conn, db, e.views.projections["memory"])["nodes"]
-        fts = f"{nodes}_fts"
-        match = (
-            f'fts_scope:"{fts_scope(str(being_id))}" AND ('
-            + " OR ".join(f'actors:"{t}"' if t in names else f'"{t}"' for t in terms)
-            + ")"
-        )
+        fts = fts_table(nodes, str(being_id))
         weights = ", ".join(str(w) for w in FTS_WEIGHTS)
         marks = ", ".join("?" for _ in statuses)
         rows = conn.query(
-            f"SELECT n.id AS id, -bm25({fts}, {weights}) AS score FROM {fts} JOIN {nodes} n "
+            f"SELECT n.id AS id, n.rowid AS rid, -bm25({fts}, {weights}) AS score FROM {fts} JOIN {nodes} n "
             f"ON n.rowid = {fts}.rowid WHERE {fts} MATCH ? AND n.status IN ({marks}) "
-            "ORDER BY score DESC, n.id LIMIT ?",
-            [match, *statuses, limit],
+            "ORDER BY score DESC, n.id",
+            [" OR ".join(phrases), *statuses],
         )
-    return [(str(r["id"]), float(r["score"])) for r in rows]
+        matching = [
+            {r["rowid"] for r in conn.query(f"SELECT rowid FROM {fts} WHERE {fts} MATCH ?", [p])}
+            for p in phrases
+        ]
+    if budget is not None and window is not None:
+        chosen: set[int] = set()
+        spent = 0
+        for count, i in sorted((len(m), i) for i, m in enumerate(matching) if m):
+            if spent + count > budget:
+                break
+            chosen.add(i)
+            spent += count
+        selective = set().union(*(m for i, m in enumerate(matching) if i in chosen))
+        common = set().union(*(m for i, m in enumerate(matching) if i not in chosen))
+        newest = set(sorted(common, reverse=True)[:window])
+        rows = [r for r in rows if r["rid"] in selective or r["rid"] in newest]
+    return [(str(r["id"]), float(r["score"])) for r in rows][:limit]
 
 
 def same_ranking(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
-    """Equal scores in equal order; equal ids except among rows tied with the last one kept."""
-    assert [s for _, s in got] == [s for _, s in want]
+    """Equal scores in equal order; equal ids except among rows tied with the last one kept.
+
+    Scores agree to 1e-9: a row scored by a query of fewer phrases sums them in another order.
+    """
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9, abs=1e-12)
     if want:
         cut = want[-1][1]
-        assert [i for i, s in got if s != cut] == [i for i, s in want if s != cut]
+        assert [i for i, s in got if abs(s - cut) > 1e-9] == [i for i, s in want if abs(s - cut) > 1e-9]
 
 
 QUERIES = [
@@ -153,7 +182,20 @@ QUERIES = [
 ]
 
 
-def test_lexical_matches_the_join_of_every_match(engram: Engram) -> None:
+@pytest.mark.parametrize(
+    ("budget", "window"),
+    [
+        (10**6, 10**6),  # every match ranked at once: exact
+        (40, 10**6),  # selective and common terms ranked apart, every row still a candidate: exact
+        (40, 60),  # common-term rows only among the newest 60
+        (0, 25),  # every term common
+    ],
+)
+def test_lexical_matches_the_join_of_every_match(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch, budget: int, window: int
+) -> None:
+    monkeypatch.setattr(queries, "LEXICAL_BUDGET", budget)
+    monkeypatch.setattr(queries, "LEXICAL_WINDOW", window)
     being_id, ids = populate(engram, "Aria", 600, seed=1)
     populate(engram, "Other", 200, seed=2)  # another being's matches must never count
     read = engram.views.read
@@ -165,10 +207,62 @@ def test_lexical_matches_the_join_of_every_match(engram: Engram) -> None:
         for limit in (1, 5, 10, 100):
             for statuses in (["active", "dying"], ["active", "dying", "dead"]):
                 got = read.lexical(being_id, text, limit, statuses, actors=names)
-                want = reference_lexical(engram, being_id, text, limit, statuses, names)
+                want = reference_lexical(
+                    engram, being_id, text, limit, statuses, names, budget=budget, window=window
+                )
                 assert len(got) == len(want), (text, limit, statuses)
                 same_ranking(got, want)
                 assert set(i for i, _ in got) <= set(ids)
+    if budget == 10**6:
+        # The exact regime is the plain OR, to the last bit.
+        for text in QUERIES:
+            got = read.lexical(being_id, text, 100)
+            want = reference_lexical(engram, being_id, text, 100, ["active", "dying"], set())
+            assert [s for _, s in got] == [s for _, s in want]
+
+
+def test_a_being_s_scores_ignore_other_beings(engram: Engram) -> None:
+    """bm25's statistics are the being's own (ADR 0012): another being's notes move nothing."""
+    being_id, _ = populate(engram, "Aria", 150, seed=5)
+    before = {t: engram.views.read.lexical(being_id, t, 50) for t in QUERIES}
+    populate(engram, "Other", 300, seed=6)
+    assert {t: engram.views.read.lexical(being_id, t, 50) for t in QUERIES} == before
+
+
+def fulltext_tables(e: Engram) -> set[str]:
+    db = e.views.dbs["memory"]
+    with db.read() as conn:
+        rows = conn.query(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%'"
+        )
+    return {str(r["name"]) for r in rows}
+
+
+def test_the_full_text_follows_rewritten_scenes_not_state_changes_and_rebuilds_alike(engram: Engram) -> None:
+    being_id, ids = populate(engram, "Aria", 80, seed=7)
+    other_id, _ = populate(engram, "Other", 20, seed=8)
+    read = engram.views.read
+    at = engram.clock.now()
+    survivor, absorbed = (engram.store.get(MemoryNode, UUID(i), being_id=being_id) for i in ids[:2])
+    assert [i for i, _ in read.lexical(being_id, "note1", 10, ["active", "dying", "dead"])] == [ids[1]]
+    # The survivor's `when` gains the absorbed node's action: its words now find the survivor too.
+    survivor.absorb([absorbed], 0, at)
+    engram.store.save(survivor, absorbed)
+    engram.views.ensure()
+    assert ids[0] in dict(read.lexical(being_id, "note1", 10, ["active"]))
+    assert ids[1] in dict(read.lexical(being_id, "note1", 10, ["dead"]))
+    # Status changes alone leave every being's index as it was.
+    live = {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES}
+    kill(engram, being_id, ids[10:40])
+    assert {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
+    tables = fulltext_tables(engram)
+    assert len(tables) == 2 and all("_fts_" in t for t in tables)
+    # A rebuild indexes the same rows per being, and the old generation's tables go with it.
+    engram.views.rebuild("memory")
+    assert {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
+    rebuilt = fulltext_tables(engram)
+    assert len(rebuilt) == 2 and not rebuilt & tables
+    assert read.lexical(other_id, "note1", 5) and not read.lexical(uuid4(), "note1", 5)
 
 
 def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) -> None:
@@ -181,8 +275,9 @@ def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) ->
             nodes = engine.read_tables(conn, db, engram.views.projections["memory"])["nodes"]
             for word in (t for t in query_terms(text) if not t.isdigit()):
                 hit = conn.query_one(
-                    f"SELECT 1 AS hit FROM {nodes}_fts WHERE {nodes}_fts MATCH ? LIMIT 1",
-                    [f'fts_scope:"{fts_scope(str(being_id))}" AND actors:"{word}"'],
+                    f"SELECT 1 AS hit FROM {fts_table(nodes, str(being_id))} "
+                    f"WHERE {fts_table(nodes, str(being_id))} MATCH ? LIMIT 1",
+                    [f'actors:"{word}"'],
                 )
                 if hit is not None:
                     want.add(word)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 from uuid import UUID, uuid4
@@ -80,13 +81,14 @@ class Spy:
     def __init__(self, engram: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
         self.calls: list[tuple[str, str, list[UUID]]] = []
         index = engram.views.vector_index
-        for method in ("upsert", "set_payloads"):
+        for method in ("upsert", "set_payloads", "patch_payloads"):
             monkeypatch.setattr(index, method, self._wrap(method, getattr(index, method)))
 
     def _wrap(self, method: str, inner: Callable[[str, Any], None]) -> Callable[[str, Any], None]:
         def call(collection: str, items: Any) -> None:
             kind = "nodes" if collection.startswith("engram_nodes") else "centroids"
-            self.calls.append((method, kind, [item.id for item in items]))
+            ids = [i for item in items for i in (item.ids if method == "patch_payloads" else [item.id])]
+            self.calls.append((method, kind, ids))
             inner(collection, items)
 
         return call
@@ -137,10 +139,19 @@ def test_vector_writes_follow_what_an_event_changed(engram: Engram, monkeypatch:
     position = engram.store.save(node)
     engram.views.ensure()
     calls = spy.take()
-    assert ("set_payloads", "nodes", [node.id]) in calls
+    assert ("patch_payloads", "nodes", [node.id]) in calls
     assert not [c for c in calls if c[:2] == ("upsert", "nodes")]
     payload, vector = _point(engram, being.id, node.id)
     assert payload["status"] == NodeStatus.DYING and payload["position"] == position
+    # The patch wrote the status (and the position); the fields it did not name kept their values.
+    assert payload == {
+        "being_id": str(being.id),
+        "status": NodeStatus.DYING,
+        "cluster_id": str(sub.id),
+        "fresh": True,
+        "pinned": False,
+        "position": position,
+    }
     assert np.allclose(vector / np.linalg.norm(vector), _unit(1.0, 0.0, 0.0), atol=1e-6)
     assert _centroid(engram, being.id, sub.id) is None
 
@@ -173,12 +184,83 @@ def test_patrol_flags_and_revives_more_nodes_than_one_load_batch(engram: Engram)
     for _ in range(nodes[0].dying_cycle - 1):  # the patrol's own cycle reaches the dying cycle
         being.start_patrol_cycle(engram.clock.now())
     engram.store.save(being)
+    thresholds = gc.get_threshold()
 
     report = engram.patrol("Aria")
 
+    assert gc.get_threshold() == thresholds  # collections ran less often during ❸ and ❺ only
     steps = {s["step"]: s for s in report.steps}
     assert steps["flag_dying"]["counts"]["flagged_dying"] == count
     rows = engram.views.read.nodes(being.id, statuses=["dying"])
     assert len(rows) == count
     assert all(n.status == NodeStatus.DYING for n in engram.store.get_many(MemoryNode, [n.id for n in nodes]))
     assert engram.views.vector_index.count(nodes_alias(MODEL), being.id) == count
+
+
+@pytest.mark.parametrize("replay_batch", [2, 100])
+def test_a_batch_writes_its_equal_payloads_at_once_and_a_replay_cannot_move_them_back(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch, replay_batch: int
+) -> None:
+    """Status changes of one batch share one payload write, stamped with the batch's last position.
+    After a crash between the index write and the view's commit, the view replays the events:
+    - in batches of 2, older stamps than the crashed batch wrote: the points it wrote are left alone;
+    - in one batch, where two nodes go dying and back to active: their status is written although
+      it ends where the batch started (a patch names every field its events changed, or those
+      points would keep the crashed batch's `dying`)."""
+    from adapters.vectors import EdgeVectorIndex
+    from projections import engine
+    from projections.vectors import VectorsView
+
+    being, root = _being(engram, "Aria")
+    sub = Cluster.create_sub(uuid4(), root, "garden", engram.clock.now())
+    nodes = [MemoryNode.create(uuid4(), _scene(i), sub, 0, engram.clock.now()) for i in range(6)]
+    for i, node in enumerate(nodes):
+        node.embed(_vector(1.0, float(i), 0.5), engram.clock.now())
+        node.clear_fresh(engram.clock.now())
+    engram.store.save(sub, *nodes)
+    engram.views.ensure()
+    index = engram.views.vector_index
+    assert isinstance(index, EdgeVectorIndex)
+    spy = Spy(engram, monkeypatch)
+    operations: list[int] = []
+    apply = index._apply
+    monkeypatch.setattr(index, "_apply", lambda name, ops: (operations.append(len(ops)), apply(name, ops)))
+
+    # Six status changes, one event each: the six payloads are equal, one engine operation writes them.
+    for node in nodes:
+        node.flag_dying(node.dying_cycle, engram.clock.now())
+    flagged = engram.store.save(*nodes)
+
+    def crash(self: VectorsView, batch: engine.Batch, *args: Any) -> None:
+        raise RuntimeError("killed after the index write, before the view's commit")
+
+    monkeypatch.setattr(VectorsView, "_write_changed_rows", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        engram.views.ensure()
+    assert [(m, k, sorted(ids)) for m, k, ids in spy.take()] == [
+        ("patch_payloads", "nodes", sorted(n.id for n in nodes))
+    ]
+    assert operations[0] == 1  # then the centroid's deletion (its last active node left)
+    for node in nodes:
+        payload, _ = _point(engram, being.id, node.id)
+        assert (payload["status"], payload["position"]) == (NodeStatus.DYING, flagged)
+    monkeypatch.undo()
+
+    # Two nodes come back before the view catches up again.
+    back = nodes[:2]
+    for node in back:
+        node.reactivate(ReactivationSource.RECALL, node.dying_cycle, engram.clock.now())
+    head = engram.store.save(*back)
+    view = engram.views.vectors_view
+    engine.catch_up(engram.views.dbs["vectors"], view, engram.views.source, limit=replay_batch)
+
+    for node in nodes:
+        payload, _ = _point(engram, being.id, node.id)
+        # The others are left alone by older stamps, or rewritten as they were by the one batch.
+        kept = (NodeStatus.DYING, flagged if replay_batch == 2 else head)
+        want = (NodeStatus.ACTIVE, head) if node in back else kept
+        assert (payload["status"], payload["position"]) == want, node.id
+    centroid = _centroid(engram, being.id, sub.id)
+    assert centroid is not None
+    mean = np.mean([[1.0, float(i), 0.5] for i in range(2)], axis=0)
+    assert np.allclose(centroid / np.linalg.norm(centroid), mean / np.linalg.norm(mean), atol=1e-6)

@@ -240,12 +240,11 @@ def test_the_worker_optimizes_in_its_maintenance_thread_and_reads_never_do(
     reading.query("Aria", "river", 5, reactivate=False)
     assert recorder.calls == []  # grown past any threshold, yet no read optimizes
 
-    worker = Worker(
-        engram.views,
-        poll_interval=0.05,
-        maintenance=VectorMaintenance(engram.views, min_new_points=30),
-        maintenance_interval=0.05,
-    )
+    # As `engram worker` builds it: threshold and interval from ENGRAM_VECTOR_* settings.
+    monkeypatch.setattr(engram.views.settings, "vector_optimize_min_points", 30)
+    monkeypatch.setattr(engram.views.settings, "vector_maintenance_interval_s", 0.05)
+    worker = Worker(engram.views, poll_interval=0.05)
+    assert worker.maintenance is not None and worker.maintenance.min_new_points == 30
     worker.start()
     try:
         assert recorder.done.wait(60), "the worker's maintenance never optimized"

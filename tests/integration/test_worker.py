@@ -76,7 +76,8 @@ def _rows(views: Views, name: str) -> dict[str, dict[str, Any]]:
 
 
 def _points(views: Views, being_id: UUID, node_ids: list[UUID], cluster_ids: list[UUID]) -> dict[str, Any]:
-    """Payloads and vectors of the node and centroid points behind the aliases."""
+    """Payloads and vectors of the node and centroid points behind the aliases; payloads without
+    `position`, which depends on where batches cut the log (ADR 0010)."""
     index = views.vector_index
     out: dict[str, Any] = {}
     for kind, alias, ids in (
@@ -86,7 +87,10 @@ def _points(views: Views, being_id: UUID, node_ids: list[UUID], cluster_ids: lis
         found = index.retrieve(alias, being_id, ids, with_vectors=True)
         assert index.count(alias) == len(found)
         out[kind] = {
-            str(p.id): (dict(p.payload), np.round(np.asarray(p.vector, dtype=np.float64), 5).tolist())
+            str(p.id): (
+                {k: v for k, v in p.payload.items() if k != "position"},
+                np.round(np.asarray(p.vector, dtype=np.float64), 5).tolist(),
+            )
             for p in found
         }
     return out

@@ -936,3 +936,23 @@ def test_strict_schema_turns_one_of_into_any_of_and_leaves_dicts_open() -> None:
     assert len(pet["anyOf"]) == 2
     # `dict[str, str]` has no strict form; it is left for the API to reject with a clear 400.
     assert strict["properties"]["tags"]["additionalProperties"] == {"type": "string"}
+
+
+def test_no_llm_imports_no_provider_sdk() -> None:
+    """The providers' SDKs (thousands of modules, ~160,000 objects that every full garbage collection
+    walks) are imported only by the adapter that needs them: a process without an LLM never holds them."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from adapters.llm import NoLLM, build_llm\n"
+        "from services.config import Settings\n"
+        "assert isinstance(build_llm(Settings(llm='none')), NoLLM)\n"
+        "assert isinstance(build_llm(Settings(llm='auto')), NoLLM)\n"
+        "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))\n"
+    )
+    keys = ("ENGRAM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY", "ENGRAM_OPENAI_API_KEY", "OPENAI_API_KEY")
+    env = {"PATH": "/usr/bin:/bin", **dict.fromkeys(keys, "")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.strip() == "[]"
