@@ -304,19 +304,18 @@ def patrol(results: dict[str, Result]) -> str | None:
         ratio = r.get("ratio")
         if ratio and key == "patrol":
             largest = sizes[-1]["mechanical_median_s"]
-            ok = ratio["mechanical"] <= PATROL_RATIO_GOAL and largest < PATROL_SECONDS_GOAL
             body.append(
                 f"t({ratio['sizes']}): mechanical steps **{ratio['mechanical']}**, whole patrol "
-                f"{ratio['patrol']}; goal ≤ {PATROL_RATIO_GOAL:g} and < {PATROL_SECONDS_GOAL:g} s at the "
-                f"largest size: {_met(ok)}. With 1 % changing, the larger being has ten times the "
-                "changes: a cost in proportion to what changes gives a ratio near 10 here, which the "
-                "fixed-number run below separates from the being's size."
+                f"{ratio['patrol']}; {largest:.2f} s at the largest size (goal < {PATROL_SECONDS_GOAL:g} s: "
+                f"{_met(largest < PATROL_SECONDS_GOAL)}). With 1 % changing, the larger being has ten "
+                "times the changes: a cost in proportion to what changes gives a ratio near 10 here; the "
+                "fixed-number run below measures the ratio the goal is about (ADR 0013)."
             )
         elif ratio:
             body.append(
                 f"t({ratio['sizes']}): mechanical steps **{ratio['mechanical']}**, whole patrol "
-                f"{ratio['patrol']}: with the number of changes fixed, the cost barely follows the "
-                "being's size."
+                f"{ratio['patrol']} (goal ≤ {PATROL_RATIO_GOAL:g}: {_met(ratio['mechanical'] <= PATROL_RATIO_GOAL)}): "
+                "with the number of changes fixed, the cost barely follows the being's size."
             )
     notes = main.get("notes_to_nodes")
     if notes:
@@ -512,13 +511,28 @@ def goals(results: dict[str, Result]) -> str | None:
     if "patrol" in results and results["patrol"].get("ratio"):
         r = results["patrol"]
         largest = r["sizes"][-1]["mechanical_median_s"]
-        ratio = r["ratio"]["mechanical"]
         rows.append(
             (
-                f"patrol, 1 % changing: t({r['ratio']['sizes']}) ≤ {PATROL_RATIO_GOAL:g}, "
-                f"< {PATROL_SECONDS_GOAL:g} s",
-                f"ratio {ratio}, {largest:.2f} s",
-                _met(ratio <= PATROL_RATIO_GOAL and largest < PATROL_SECONDS_GOAL),
+                f"patrol, 1 % changing: < {PATROL_SECONDS_GOAL:g} s at {_n(r['sizes'][-1]['nodes'])} nodes",
+                f"{largest:.2f} s",
+                _met(largest < PATROL_SECONDS_GOAL),
+            )
+        )
+        fixed = results.get("patrol-fixed", {}).get("ratio")
+        if fixed:
+            rows.append(
+                (
+                    f"patrol, a fixed number changing: t({fixed['sizes']}) ≤ {PATROL_RATIO_GOAL:g} (ADR 0013)",
+                    f"ratio {fixed['mechanical']}",
+                    _met(fixed["mechanical"] <= PATROL_RATIO_GOAL),
+                )
+            )
+        rows.append(
+            (
+                f"patrol, 1 % changing: t({r['ratio']['sizes']}) ≤ {PATROL_RATIO_GOAL:g} read literally "
+                "(≈ 10 for any cost in proportion to the changes, ADR 0013)",
+                f"ratio {r['ratio']['mechanical']}",
+                _met(r["ratio"]["mechanical"] <= PATROL_RATIO_GOAL),
             )
         )
     if "recall" in results:
@@ -586,8 +600,9 @@ def deployment(results: dict[str, Result]) -> str:
             f"being's nodes{search}; the worker's maintenance builds the HNSW graph in a child process "
             "once a collection has grown by 10,000 points and swaps it in (searches wait for the swap: "
             "about a second at 100k points, several at 1M). Comfortable up to ~100k nodes per being and "
-            "a few hundred single notes/s (thousands batched); `query` costs tens of ms at 100k because "
-            "the full-text index scores every match (see *Recall and query latency*).",
+            "a few hundred single notes/s (thousands batched); `query` costs 10–20 ms at 100k: bm25 over a "
+            "being's common words, the neighbour expansion and the fusion (ADR 0012; see *Recall and "
+            "query latency*).",
             "- **PostgreSQL + a Qdrant server** (`ENGRAM_DATABASE_URL`, `ENGRAM_QDRANT_URL`): when several "
             "processes write or serve, when beings grow past ~100k nodes, or when projections must follow "
             "writes within tens of milliseconds (LISTEN/NOTIFY instead of polling). The server builds its "
