@@ -17,6 +17,7 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
 
 from adapters.eventstore import batch_reads
+from adapters.eventstore.log_reader import EventLogSource
 from services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
@@ -33,6 +34,7 @@ def _project(aggregate: Any, events: Iterable[Any]) -> Any:
 class AggregateStore:
     def __init__(self, app: Application[UUID]) -> None:
         self.app = app
+        self.log = EventLogSource(app)
         self.known_beings: dict[str, UUID] = {}
         # Called after every successful save, e.g. to wake an in-process worker at once.
         self.on_saved: list[Callable[[int], None]] = []
@@ -106,12 +108,12 @@ class AggregateStore:
         return list(self.app.events.get(aggregate_id, lte=lte))
 
     def head(self) -> int:
-        return self.app.recorder.max_notification_id() or 0
+        return self.log.head()
 
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> Sequence[Notification]:
-        return self.app.recorder.select_notifications(start, limit, stop=stop, topics=topics)
+        return self.log.notifications(start, limit, topics, stop)
 
     def iter_notifications(
         self, start: int = 1, page: int = 1000, topics: Sequence[str] = ()
@@ -124,7 +126,7 @@ class AggregateStore:
             start = batch[-1].id + 1
 
     def decode(self, notification: Notification) -> Any:
-        return self.app.mapper.to_domain_event(notification)
+        return self.log.decode(notification)
 
     def close(self) -> None:
         self.app.close()

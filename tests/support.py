@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 from adapters.bench.scratch import scratch_schema
 
@@ -60,3 +66,39 @@ def fresh_settings(backend: str, root: os.PathLike[str] | str, **overrides: obje
             yield Settings(database_url=scoped, **base)  # type: ignore[arg-type]
     else:
         yield Settings(**base)  # type: ignore[arg-type]
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def settings_json(settings: Any) -> str:
+    """`Settings` as JSON for a child process, secrets included (the child's own settings)."""
+    data = json.loads(settings.model_dump_json())
+    if settings.database_url is not None:
+        data["database_url"] = settings.database_url.get_secret_value()
+    return json.dumps(data)
+
+
+def sigkill_after_batches(module: str, settings: Any, after: int, *args: str) -> int:
+    """Run `python -m module <settings> *args`, SIGKILL it once it has reported `after` committed
+    batches (lines starting with "batch"), and return how many it reported."""
+    child = subprocess.Popen(
+        [sys.executable, "-m", module, settings_json(settings), *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert child.stdout is not None
+    seen = 0
+    for line in child.stdout:
+        if line.startswith("batch"):
+            seen += 1
+            if seen >= after:
+                os.kill(child.pid, signal.SIGKILL)  # lands inside the next batch
+                break
+        if line.startswith("done"):
+            break
+    child.wait(timeout=60)
+    return seen

@@ -3,11 +3,6 @@ drops the half-built generation and switches to a complete one."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 from uuid import uuid4
 
 from domain.being import Being
@@ -15,11 +10,9 @@ from domain.node import MemoryNode
 from domain.scene import validate_scene_object
 from projections import engine
 from services.bootstrap import bootstrap
-from tests.integration.test_projection_crash import _settings_json
-from tests.support import SeededIds, SteppingClock
+from tests.support import SeededIds, SteppingClock, sigkill_after_batches
 
 NODES = 3000
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sigkill_mid_rebuild_keeps_the_serving_generation_and_the_next_rebuild_completes(
@@ -37,23 +30,8 @@ def test_sigkill_mid_rebuild_keeps_the_serving_generation_and_the_next_rebuild_c
         head = e.store.head()
         db, projection = e.views.dbs["memory"], e.views.projections["memory"]
 
-        child = subprocess.Popen(
-            [sys.executable, "-m", "tests.integration.rebuild_crash_child", _settings_json(settings), "150"],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        assert child.stdout is not None
-        batches = 0
-        for line in child.stdout:
-            if line.startswith("batch"):
-                batches += 1
-                if batches >= 3:
-                    os.kill(child.pid, signal.SIGKILL)  # lands in the bulk phase, before the indexes
-                    break
-        child.wait(timeout=60)
+        # SIGKILL after 3 batches: it lands in the bulk phase, before the indexes.
+        batches = sigkill_after_batches("tests.integration.rebuild_crash_child", settings, 3, "150")
         assert batches >= 3
 
         status = engine.status(db, projection)
