@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,6 +91,37 @@ FTS_COLUMNS = ("action", "actors", "when_json", "feeling", "themes", "setting", 
 """Indexed for `query`'s lexical relevance, in this order (bm25 weights in projections/queries.py)."""
 
 
+ACTOR_MARK = "zzactor"
+"""SQLite: what each word of the actors field is indexed with in front of it (ADR 0014). A name is then
+a term of its own, found by a seek: \"is this word one of the being's actors?\" and bm25 over the
+actors field read that term's few postings, not every posting of the word in the other fields."""
+
+_TOKEN = re.compile(r"[^\W_]+")
+"""A run of letters and digits: what FTS5's unicode61 tokenizer makes one token of."""
+
+
+def actor_term(word: str) -> str:
+    """The full-text term that stands for `word` in the actors field."""
+    return ACTOR_MARK + word
+
+
+def actor_tokens(actors: str | None) -> str:
+    """The actors field as the full-text index holds it: each token marked (`actor_term`)."""
+    return " ".join(ACTOR_MARK + t for t in _TOKEN.findall(actors or ""))
+
+
+_ACTORS_AT = FTS_COLUMNS.index("actors")
+FTS_FILL_SLICE = 5000
+"""Rows read at a time when a rebuild fills the beings' full-text tables."""
+
+
+def fts_values(rowid: int, values: Sequence[Any]) -> list[Any]:
+    """(rowid, indexed columns in `FTS_COLUMNS` order) as the full-text table takes them."""
+    out = [rowid, *values]
+    out[1 + _ACTORS_AT] = actor_tokens(values[_ACTORS_AT])
+    return out
+
+
 def fts_table(nodes: str, being_id: str) -> str:
     """SQLite: the being's own full-text table over `nodes` (ADR 0012).
 
@@ -136,7 +168,9 @@ def _fts_rows(conn: ViewConnection, nodes: str, keys: Sequence[str]) -> dict[str
             f"SELECT rowid AS rid, being_id, {', '.join(FTS_COLUMNS)} FROM {nodes} WHERE id IN ({marks})",
             list(part),
         ):
-            out.setdefault(str(row["being_id"]), []).append([row["rid"], *(row[c] for c in FTS_COLUMNS)])
+            out.setdefault(str(row["being_id"]), []).append(
+                fts_values(row["rid"], [row[c] for c in FTS_COLUMNS])
+            )
     return out
 
 
@@ -177,7 +211,7 @@ def _when(scene: dict[str, Any]) -> str:
 class MemoryView(Projection):
     name = "memory"
     # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012)
-    schema_version = 4
+    schema_version = 5
     tables = (NODES, CLUSTERS)
 
     def create_indexes(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
@@ -193,12 +227,25 @@ class MemoryView(Projection):
             conn.execute(f"CREATE TABLE IF NOT EXISTS {fts_registry(nodes)} (being_id TEXT PRIMARY KEY)")
             # Indexes the rows already loaded (none on a new view); from now on every batch keeps the
             # beings' tables current (`_fts_forget`, `after_flush`).
-            for row in conn.query(f"SELECT DISTINCT being_id FROM {nodes}"):
-                fts = _fts_create(conn, nodes, str(row["being_id"]))
-                conn.execute(
-                    f"INSERT INTO {fts}(rowid, {cols}) SELECT rowid, {cols} FROM {nodes} WHERE being_id = ?",
-                    [str(row["being_id"])],
+            marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
+            last = 0
+            while True:  # in rowid order, a slice at a time: a rebuild's rows never all sit in memory
+                rows = conn.query(
+                    f"SELECT rowid AS rid, being_id, {cols} FROM {nodes} WHERE rowid > ? "
+                    f"ORDER BY rowid LIMIT {FTS_FILL_SLICE}",
+                    [last],
                 )
+                if not rows:
+                    break
+                last = rows[-1]["rid"]
+                by_being: dict[str, list[list[Any]]] = {}
+                for r in rows:
+                    by_being.setdefault(str(r["being_id"]), []).append(
+                        fts_values(r["rid"], [r[c] for c in FTS_COLUMNS])
+                    )
+                for being_id, values in by_being.items():
+                    fts = _fts_create(conn, nodes, being_id)
+                    conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES ({marks})", values)
         else:
             conn.execute(
                 f"ALTER TABLE {nodes} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("

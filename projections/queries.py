@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Sequence
-from typing import Any
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -16,14 +17,15 @@ import numpy.typing as npt
 
 from projections import engine
 from projections.beings import BEINGS, DIARY
-from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, fts_table
+from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
 from projections.notes import NOTES
 from projections.patrol_runs import RUNS
-from projections.sql import ViewDatabase, chunks
+from projections.sql import ViewConnection, ViewDatabase, chunks
 from projections.tables import TableSpec
 from projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -66,14 +68,26 @@ _RANKING_COLUMNS = "id, seq, action, when_json, importance, last_activated_at"
 
 
 def _ranking_row(row: Row) -> Row:
-    return {
-        "id": str(row["id"]),
-        "seq": row["seq"],
-        "action": row["action"] or "",
-        "when_json": row["when_json"] or "[]",
-        "importance": row["importance"],
-        "last_activated_at": row["last_activated_at"],
-    }
+    """A row of `_RANKING_COLUMNS` (and maybe more) made a ranking row, in place."""
+    row["id"] = str(row["id"])
+    row["action"] = row["action"] or ""
+    row["when_json"] = row["when_json"] or "[]"
+    return row
+
+
+_RANKING_JOINED = ", ".join(f"n.{c.strip()} AS {c.strip()}" for c in _RANKING_COLUMNS.split(","))
+
+Hits = list[tuple[str, float]]
+
+
+def _padded(values: Sequence[T], step: int = 16) -> list[T]:
+    """`values` with its last one repeated up to a multiple of `step`: a statement with a list of
+    values then has one of a few texts, which the connection keeps prepared (a repeat selects nothing
+    more)."""
+    out = list(values)
+    if out:
+        out += [out[-1]] * (-len(out) % step)
+    return out
 
 
 def _like(text: str) -> str:
@@ -107,11 +121,11 @@ _BM25_RANK = "bm25(" + ", ".join(str(w) for w in FTS_WEIGHTS) + ")"
 LEXICAL_SLACK = 20
 """Extra full-text rows fetched beyond `limit`, for the rows `_fts_top` drops (other statuses, ties)."""
 
-LEXICAL_BUDGET = 500
+LEXICAL_BUDGET = 200
 """How many postings of a being's full-text index one query ranks exactly (ADR 0012): the rarest
 terms whose matches add up to this many are selective; the others are common."""
 
-LEXICAL_WINDOW = 500
+LEXICAL_WINDOW = 100
 """Rows that match only common terms are ranked among the newest this many of them (ADR 0012)."""
 
 
@@ -122,32 +136,37 @@ def _fts_top(
     match: str,
     limit: int,
     statuses: set[str],
+    rows: dict[str, Row],
     *,
     min_rowid: int | None = None,
-) -> list[tuple[str, float]]:
-    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id).
+) -> Hits:
+    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id); their
+    ranking rows go into `rows`.
 
     FTS5 sorts by `rank` inside the index and keeps the top rows, so only those are joined to the
-    nodes (ids, statuses) instead of every match; a few more than `limit` are fetched for the rows of
-    other statuses, and more are asked for in the rare case that is not enough. Rows with exactly
-    the same bm25 across the cut are taken in rowid (noting) order. `min_rowid`: only rows from it on.
+    nodes (ids, statuses, what `query` ranks on) instead of every match; a few more than `limit` are
+    fetched for the rows of other statuses, and more are asked for in the rare case that is not
+    enough. Rows with exactly the same bm25 across the cut are taken in rowid (noting) order.
+    `min_rowid`: only rows from it on.
     """
     fetch = limit + LEXICAL_SLACK
-    window = "" if min_rowid is None else f" AND rowid >= {int(min_rowid)}"
-    while True:
-        rows = conn.query(
-            f"SELECT t.rowid AS rowid, n.id AS id, n.status AS status, -t.rank AS score FROM (SELECT rowid, "
-            f"rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ?{window} ORDER BY rank, rowid LIMIT ?) AS t "
-            f"JOIN {nodes} n ON n.rowid = t.rowid",
-            [match, _BM25_RANK, fetch],
+    while True:  # one statement text for every call: preparing it costs more than running it
+        found = conn.query(
+            f"SELECT t.rowid AS rowid, n.status AS status, -t.rank AS score, {_RANKING_JOINED} FROM "
+            f"(SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? AND rowid >= ? "
+            f"ORDER BY rank, rowid LIMIT ?) AS t JOIN {nodes} n ON n.rowid = t.rowid",
+            [match, _BM25_RANK, min_rowid or 0, fetch],
         )
         kept = [
-            (str(r["id"]), float(r["score"]))
-            for r in sorted(rows, key=lambda r: (-float(r["score"]), int(r["rowid"])))
+            r
+            for r in sorted(found, key=lambda r: (-float(r["score"]), int(r["rowid"])))
             if r["status"] in statuses
         ]
-        if len(kept) >= limit or len(rows) < fetch:
-            return sorted(kept[:limit], key=lambda hit: (-hit[1], hit[0]))
+        if len(kept) >= limit or len(found) < fetch:
+            top = kept[:limit]
+            for r in top:
+                rows[str(r["id"])] = _ranking_row(r)
+            return sorted(((str(r["id"]), float(r["score"])) for r in top), key=lambda hit: (-hit[1], hit[0]))
         fetch *= 4
 
 
@@ -165,8 +184,14 @@ def _postings(conn: Any, fts: str, phrases: Sequence[str], cap: int) -> list[int
 
 
 def _fts_ranked(
-    conn: Any, nodes: str, fts: str, phrases: Sequence[str], limit: int, statuses: set[str]
-) -> list[tuple[str, float]]:
+    conn: Any,
+    nodes: str,
+    fts: str,
+    phrases: Sequence[str],
+    limit: int,
+    statuses: set[str],
+    rows: dict[str, Row],
+) -> Hits:
     """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012).
 
     Exact while the query's postings fit `LEXICAL_BUDGET` (every small being, most queries). Beyond
@@ -176,7 +201,8 @@ def _fts_ranked(
 
     A phrase adds the same to a row's bm25 in any query (its statistics are the index's), so a query
     whose phrases include every term a row holds scores it exactly and the others score it lower:
-    the best score per row over the lists is exact, and so is the top of their union.
+    the best score per row over the lists is exact, and so is the top of their union. The ranking
+    rows of the returned hits go into `rows`.
     """
     counts = _postings(conn, fts, phrases, LEXICAL_BUDGET + 1)
     present = sorted((n, i) for i, n in enumerate(counts) if n > 0)
@@ -193,20 +219,30 @@ def _fts_ranked(
     selective = [p for i, p in enumerate(phrases) if i in chosen]
     common = [p for i, p in enumerate(phrases) if i not in chosen and counts[i] > 0]
     if not common:
-        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses)
-    lists: list[list[tuple[str, float]]] = []
+        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses, rows)
+    lists: list[Hits] = []
+    seen: dict[str, Row] = {}
     any_common = " OR ".join(common)
     if selective:
         any_selective = " OR ".join(selective)
-        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses))
-        lists.append(_fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses))
+        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses, seen))
+        lists.append(
+            _fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses, seen)
+        )
     floor = conn.query_one(
         f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         [any_common, LEXICAL_WINDOW - 1],
     )
     lists.append(
         _fts_top(
-            conn, nodes, fts, any_common, limit, statuses, min_rowid=None if floor is None else floor["rowid"]
+            conn,
+            nodes,
+            fts,
+            any_common,
+            limit,
+            statuses,
+            seen,
+            min_rowid=None if floor is None else floor["rowid"],
         )
     )
     best: dict[str, float] = {}
@@ -214,7 +250,9 @@ def _fts_ranked(
         for node_id, score in hits:
             if score > best.get(node_id, float("-inf")):
                 best[node_id] = score
-    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+    top = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+    rows.update((node_id, seen[node_id]) for node_id, _ in top)
+    return top
 
 
 def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
@@ -230,13 +268,50 @@ class ReadModels:
     def __init__(self, dbs: dict[str, ViewDatabase], projections: dict[str, engine.Projection]) -> None:
         self.dbs = dbs
         self.projections = projections
+        self._held: dict[str, tuple[ViewConnection, dict[str, str]]] = {}
+        self._fts: dict[tuple[str, UUID], str] = {}
+
+    @contextmanager
+    def snapshot(self, *views: str) -> Iterator[ReadModels]:
+        """Hold one read transaction per view in `views` for the block: every read of them inside
+        sees the same state, and the transaction and the active tables' lookup are paid once (a
+        `query` makes half a dozen reads)."""
+        with ExitStack() as stack:
+            for view in views:
+                if view not in self._held:
+                    db = self.dbs[view]
+                    conn = stack.enter_context(db.read())
+                    self._held[view] = (conn, engine.read_tables(conn, db, self.projections[view]))
+                    stack.callback(self._held.pop, view)
+            yield self
+
+    @contextmanager
+    def _reading(self, view: str) -> Iterator[tuple[ViewConnection, dict[str, str]]]:
+        """A connection in a read transaction on `view` and its active tables: the snapshot's if one
+        is held, else a transaction of its own."""
+        held = self._held.get(view)
+        if held is not None:
+            yield held
+            return
+        db = self.dbs[view]
+        with db.read() as conn:
+            yield conn, engine.read_tables(conn, db, self.projections[view])
+
+    def _being_fts(self, conn: ViewConnection, nodes: str, being_id: UUID) -> str | None:
+        """The being's full-text table, or None before it has one (no node yet). Found once per
+        instance: a table, once there, stays for its generation, whose name it carries."""
+        fts = self._fts.get((nodes, being_id))
+        if fts is None:
+            fts = _being_fts(conn, nodes, being_id)
+            if fts is not None:
+                self._fts[(nodes, being_id)] = fts
+        return fts
 
     def _select(
         self, view: str, spec: TableSpec, where: str, params: Sequence[Any], tail: str = ""
     ) -> list[Row]:
-        db = self.dbs[view]
-        with db.read() as conn:
-            table = engine.read_tables(conn, db, self.projections[view])[spec.name]
+        with self._reading(view) as (conn, tables):
+            table = tables[spec.name]
             rows = conn.query(f"SELECT {spec.select_list} FROM {table} WHERE {where} {tail}", list(params))
         return [spec.normalise(r) for r in rows]
 
@@ -290,8 +365,9 @@ class ReadModels:
         if ids is not None:
             if not ids:
                 return []
-            where.append(f"id IN ({', '.join('?' for _ in ids)})")
-            params += [str(i) for i in ids]
+            padded = _padded([str(i) for i in ids])
+            where.append(f"id IN ({', '.join('?' for _ in padded)})")
+            params += padded
         if created_since is not None:
             where.append("created_at >= ?")
             params.append(created_since)
@@ -348,9 +424,8 @@ class ReadModels:
 
     def vector_models(self, kind: str = "nodes") -> list[str]:
         """The embedding models with a collection of `kind` (`nodes`, `centroids`) in the active generation."""
-        db = self.dbs["vectors"]
-        with db.read() as conn:
-            table = engine.read_tables(conn, db, self.projections["vectors"])["collections"]
+        with self._reading("vectors") as (conn, tables):
+            table = tables["collections"]
             rows = conn.query(f"SELECT model FROM {table} WHERE kind = ? ORDER BY model", [kind])
         return [str(r["model"]) for r in rows]
 
@@ -371,7 +446,7 @@ class ReadModels:
         statuses: Sequence[str] = ("active", "dying"),
         *,
         actors: Collection[str] = (),
-    ) -> list[tuple[str, float]]:
+    ) -> Hits:
         """Node ids ranked by the store's own full-text index (FTS5 bm25 / PostgreSQL ts_rank_cd), best first.
 
         Terms are ORed: a node matching more of them, rarer ones, ranks higher. English stop words are
@@ -379,24 +454,38 @@ class ReadModels:
         query shares with the being's actors, see `actor_terms`) match the actors field only: "Mina"
         finds what Mina did, not every line that greets her (ADR 0008).
         """
+        return self.lexical_ranking(being_id, text, limit, statuses, actors=actors)[0]
+
+    def lexical_ranking(
+        self,
+        being_id: UUID,
+        text: str,
+        limit: int,
+        statuses: Sequence[str] = ("active", "dying"),
+        *,
+        actors: Collection[str] = (),
+    ) -> tuple[Hits, dict[str, Row]]:
+        """`lexical`, with the hits' ranking rows (`ranking_rows`) read in the same statements."""
         terms = query_terms(text)
+        rows: dict[str, Row] = {}
         if not terms or not statuses:
-            return []
+            return [], rows
         names = {a.lower() for a in actors}
         db = self.dbs["memory"]
         marks = ", ".join("?" for _ in statuses)
-        with db.read() as conn:
-            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+        with self._reading("memory") as (conn, tables):
+            nodes = tables["nodes"]
             if db.dialect == "sqlite":
-                fts = _being_fts(conn, nodes, being_id)
+                fts = self._being_fts(conn, nodes, being_id)
                 if fts is None:
-                    return []
-                phrases = [f'actors:"{t}"' if t in names else f'"{t}"' for t in terms]
-                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
+                    return [], rows
+                phrases = [f'"{actor_term(t)}"' if t in names else f'"{t}"' for t in terms]
+                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses), rows), rows
             # Weight B holds the actors (and the `when` text): names match there only.
-            rows = conn.query(
-                f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, to_tsquery('english', ?) q "
-                f"WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q ORDER BY score DESC, id LIMIT ?",
+            found = conn.query(
+                f"SELECT {_RANKING_COLUMNS}, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
+                f"to_tsquery('english', ?) q WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q "
+                "ORDER BY score DESC, id LIMIT ?",
                 [
                     " | ".join(f"{t}:B" if t in names else t for t in terms),
                     str(being_id),
@@ -404,7 +493,9 @@ class ReadModels:
                     limit,
                 ],
             )
-        return [(str(r["id"]), float(r["score"])) for r in rows]
+        hits = [(str(r["id"]), float(r["score"])) for r in found]
+        rows.update((str(r["id"]), _ranking_row(r)) for r in found)
+        return hits, rows
 
     def actor_terms(self, being_id: UUID, text: str) -> set[str]:
         """The words of `text` that name one of the being's actors (an indexed lookup per word)."""
@@ -413,16 +504,16 @@ class ReadModels:
             return set()
         db = self.dbs["memory"]
         found: set[str] = set()
-        with db.read() as conn:
-            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+        with self._reading("memory") as (conn, tables):
+            nodes = tables["nodes"]
             if db.dialect == "sqlite":  # one statement: a round trip per word costs more than the lookups
-                fts = _being_fts(conn, nodes, being_id)
+                fts = self._being_fts(conn, nodes, being_id)
                 if fts is None:
                     return set()
                 for part in chunks(words, 200):  # SQLite allows 500 terms in a compound SELECT
                     params: list[Any] = []
-                    for word in part:
-                        params += [word, f'actors:"{word}"']
+                    for word in part:  # a seek to the word's actor term (ADR 0014)
+                        params += [word, f'"{actor_term(word)}"']
                     rows = conn.query(
                         " UNION ALL ".join(
                             f"SELECT ? AS word WHERE EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?)"
@@ -446,10 +537,13 @@ class ReadModels:
         """What `query` ranks on, by node id: `seq`, `action`, `when_json`, `importance`,
         `last_activated_at` — cheaper than `nodes` (no scene, themes or emotion to decode)."""
         out: dict[str, Row] = {}
+        if not ids:
+            return out
         db = self.dbs["memory"]
-        with db.read() as conn:
-            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+        with self._reading("memory") as (conn, tables):
+            nodes = tables["nodes"]
             for part in chunks([str(i) for i in ids], 500):
+                part = _padded(part)
                 marks = ", ".join("?" for _ in part)
                 for r in conn.query(
                     f"SELECT {_RANKING_COLUMNS} FROM {nodes} "
@@ -466,12 +560,12 @@ class ReadModels:
         seqs = sorted(set(seqs))
         if not seqs or radius < 1 or not statuses:
             return {}
-        db = self.dbs["memory"]
         marks = ", ".join("?" for _ in statuses)
         out: dict[str, Row] = {}
-        with db.read() as conn:
-            nodes = engine.read_tables(conn, db, self.projections["memory"])["nodes"]
+        with self._reading("memory") as (conn, tables):
+            nodes = tables["nodes"]
             for part in chunks(seqs, 100):
+                part = _padded(part)
                 selects: list[str] = []
                 params: list[Any] = []
                 for n, seq in enumerate(part):
@@ -547,9 +641,8 @@ class ReadModels:
 
     def pending_scene_counts(self) -> dict[str, int]:
         """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
-        db = self.dbs["notes"]
-        with db.read() as conn:
-            table = engine.read_tables(conn, db, self.projections["notes"])["notes"]
+        with self._reading("notes") as (conn, tables):
+            table = tables["notes"]
             rows = conn.query(
                 f"SELECT being_id, COUNT(*) AS n FROM {table} WHERE kind = 'scene' AND parse_status = 'pending' "
                 "GROUP BY being_id"

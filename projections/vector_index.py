@@ -139,10 +139,12 @@ class VectorIndex(Protocol):
         where: SearchFilter | None = None,
         score_threshold: float | None = None,
         with_vectors: bool = False,
+        with_payload: bool = True,
     ) -> list[ScoredPoint]:
         """Top `limit` points of one being by cosine similarity, best first.
 
-        `score_threshold` keeps points with score strictly above it.
+        `score_threshold` keeps points with score strictly above it. `with_payload=False` leaves
+        each point's payload empty (less to copy out of the engine when only ids count).
         """
         ...
 

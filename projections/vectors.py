@@ -530,7 +530,9 @@ class VectorQueries:
         with self._searches.running():
             if self.index.resolve_alias(alias) is None:
                 return []
-            hits = self.index.search(alias, being_id, vector, limit, where=where, score_threshold=threshold)
+            hits = self.index.search(
+                alias, being_id, vector, limit, where=where, score_threshold=threshold, with_payload=False
+            )
         return [(h.id, h.score) for h in hits]
 
     def similar_clusters(

@@ -40,7 +40,7 @@ class Profile:
     neighbour_radius: int = 2
     neighbour_decay: float = 1 / 3
     """The share shrinks by this factor per step away from the memory."""
-    neighbour_seeds: int = 50
+    neighbour_seeds: int = 20
     """How many of the best memories pass a share to their neighbours."""
     answers: float = 0.0
     """Share a memory that asks a question passes to the memory noted after it (its answer)."""

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from domain.errors import InvalidInput
 from domain.node import MemoryNode, ReactivationSource
 from domain.scene import Scene
+from projections.queries import ReadModels
 from services.beings import resolve_being_id
 from services.errors import NotFound
 from services.query_text import (
@@ -238,13 +239,38 @@ class Reading:
             model = self.e.embedder.model_id
             if vector is None:  # names are matched on the actors field, not in the vectors
                 model, vector = self._vector(strip_words(text, names))
-            semantic = [
-                (str(i), s)
-                for i, s in self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
-            ]
-        lexical = read.lexical(being_id, text, n, statuses, actors=names) if p.lexical > 0 else []
-        ids = list(dict.fromkeys([i for i, _ in semantic] + [i for i, _ in lexical]))
-        rows = read.ranking_rows(being_id, ids)
+            found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
+            semantic = [(str(i), s) for i, s in found]
+        with read.snapshot("memory") as snapshot:  # one read transaction for the statements below
+            lexical, rows = (
+                snapshot.lexical_ranking(being_id, text, n, statuses, actors=names)
+                if p.lexical > 0
+                else ([], {})
+            )
+            best, full = self._rank(snapshot, p, being_id, text, k, statuses, semantic, lexical, rows)
+        hits = [NodeView.of(full[i], s) for i, s in best if i in full]
+        position = (
+            self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
+            if reactivate
+            else None
+        )
+        return Found(nodes=hits, position=position)
+
+    def _rank(
+        self,
+        read: ReadModels,
+        p: Profile,
+        being_id: UUID,
+        text: str,
+        k: int,
+        statuses: list[str],
+        semantic: list[tuple[str, float]],
+        lexical: list[tuple[str, float]],
+        rows: dict[str, dict[str, Any]],
+    ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
+        """`query`'s `k` best (id, score) and their nodes, from both channels' hits (`rows`: the
+        lexical hits' ranking rows) and `read`."""
+        rows.update(read.ranking_rows(being_id, [i for i, _ in semantic if i not in rows]))
         now = self.e.clock.now()
         dates = query_dates(text) if p.dates > 0 else []
         scores = combine(p, semantic, lexical, rows, now, dates)
@@ -265,13 +291,7 @@ class Reading:
             scores = {i: s * (1 - p.question_penalty) if _asks(rows[i]) else s for i, s in scores.items()}
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
-        hits = [NodeView.of(full[i], s) for i, s in best if i in full]
-        position = (
-            self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
-            if reactivate
-            else None
-        )
-        return Found(nodes=hits, position=position)
+        return best, full
 
     # -- context -------------------------------------------------------------------------------
 

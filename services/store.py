@@ -128,5 +128,18 @@ class AggregateStore:
     def decode(self, notification: Notification) -> Any:
         return self.log.decode(notification)
 
+    def decoded_events(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> list[tuple[int, Any]]:
+        """The log reader's bulk read (projections/engine.py `read_events`): the views' catch-up after
+        each write reads through it, without a `Notification` per row or the library's decode."""
+        return self.log.decoded_events(start, limit, topics, stop)
+
+    def tagged_events(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> list[tuple[int, str, Any]]:
+        """`decoded_events` with each event's stored topic (services/views.py shares one read)."""
+        return self.log.tagged_events(start, limit, topics, stop)
+
     def close(self) -> None:
         self.app.close()

@@ -8,7 +8,7 @@ to reach their position instead, bounded by `ENGRAM_CONSISTENCY_TIMEOUT_S`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,10 @@ from urllib.parse import parse_qs, urlparse, urlunparse
 
 import structlog
 from eventsourcing.application import Application
+from eventsourcing.persistence import Notification
 
 from adapters.eventstore.log_reader import EventLogSource
-from adapters.locks import AdvisoryLock, FileLock, Lock
+from adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock, Lock
 from projections import engine
 from projections.beings import BeingsView
 from projections.engine import EventSource, Projection
@@ -40,6 +41,57 @@ def _split_schema(url: str) -> tuple[str, str | None]:
     parsed = urlparse(url)
     schema = parse_qs(parsed.query).get("schema", [None])[0]
     return urlunparse(parsed._replace(query="")), schema
+
+
+SHARED_READ_MAX_GAP = 64
+"""Views at most this many events behind the head share one read of them in `ensure`."""
+
+
+class SharedRead:
+    """An `EventSource` that serves reads of (after, head] from events read once for several views.
+
+    `events` are (position, stored topic, event) of every event of `topics` in (after, head]. A read
+    outside that range, or of topics not all among them, goes to `source`. The views share the event
+    objects, as a rebuild of several views does (projections/engine.py `rebuild_many`).
+    """
+
+    def __init__(
+        self,
+        source: EventSource,
+        after: int,
+        head: int,
+        topics: Sequence[str],
+        events: list[tuple[int, str, Any]],
+    ) -> None:
+        self.source, self.after, self.until = source, after, head
+        self.topics = frozenset(topics)
+        self.events = events
+
+    def head(self) -> int:
+        return self.source.head()
+
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> Sequence[Notification]:
+        return self.source.notifications(start, limit, topics, stop)
+
+    def decode(self, notification: Notification) -> Any:
+        return self.source.decode(notification)
+
+    def decoded_events(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> list[tuple[int, Any]]:
+        wanted = set(topics)
+        if (
+            start <= self.after
+            or stop is None
+            or stop > self.until
+            or not wanted
+            or not wanted <= self.topics
+        ):
+            return engine.read_events(self.source, start, limit, topics, stop)
+        out = [(p, e) for p, t, e in self.events if start <= p <= stop and t in wanted]
+        return out[:limit]
 
 
 class Views:
@@ -84,6 +136,12 @@ class Views:
                 self.dbs[name] = SQLiteViewDatabase(self._dir / f"{name}.sqlite3", name)
         for name, projection in self.projections.items():
             engine.initialise(self.dbs[name], projection)
+        self._catch_up_locks: dict[str, HeldOpenFileLock | HeldOpenAdvisoryLock] = {}
+        # The highest position this process saw each view reach, after checking its schema version.
+        # Positions never go back (writers of a view are serialised, and a rebuild switches only once
+        # its generation has reached the head), so an `ensure` whose target is at most this position
+        # has nothing to do and skips reading the view's position again.
+        self._reached: dict[str, int] = {}
 
     def _open_vector_index(self) -> VectorIndex:
         from adapters.vectors import build_vector_index
@@ -126,6 +184,25 @@ class Views:
             return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{purpose}:{name}")
         return FileLock(self._dir / f"{name}.{purpose}.lock")
 
+    def _catch_up_lock(self, name: str) -> HeldOpenFileLock | HeldOpenAdvisoryLock:
+        """`lock(name)`, kept by this instance between catch-ups: its file (or connection) stays open,
+        so taking it costs a flock (or a query). It still excludes workers, other processes and other
+        threads (adapters/locks.py)."""
+        held = self._catch_up_locks.get(name)
+        if held is None:
+            fresh: HeldOpenFileLock | HeldOpenAdvisoryLock
+            if self._conninfo is not None:
+                schema = (
+                    _split_schema(self.settings.database_url.get_secret_value())[1]
+                    if self.settings.database_url
+                    else None
+                )
+                fresh = HeldOpenAdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:process:{name}")
+            else:
+                fresh = HeldOpenFileLock(self._dir / f"{name}.process.lock")
+            held = self._catch_up_locks.setdefault(name, fresh)
+        return held
+
     def named_lock(self, key: str) -> Lock:
         """A process-wide exclusive lock for `key` (e.g. one patrol per being)."""
         if self._conninfo is not None:
@@ -152,28 +229,59 @@ class Views:
             head = target = self.source.head()
         else:
             target = position
+        behind: list[tuple[str, int]] = []
         for name in names or self.names():
+            if self._reached.get(name, -1) >= target:
+                continue
             db, projection = self.dbs[name], self.projections[name]
             reached, needs_rebuild = engine.position(db, projection)
             if needs_rebuild:
                 self._upgrade(name, engine.status(db, projection).schema_version)
-            elif reached >= target:
-                continue
-            lock = self.lock(name)
+                behind.append((name, -1))  # position unknown after the upgrade; not cached
+            else:
+                self._saw(name, reached)
+                if reached < target:
+                    behind.append((name, reached))
+        source = self._shared_read(behind, head)
+        for name, reached in behind:
+            lock = self._catch_up_lock(name)
             if lock.try_acquire():
                 try:
                     engine.catch_up(
-                        db,
-                        projection,
-                        self.source,
+                        self.dbs[name],
+                        self.projections[name],
+                        source,
                         until=target,
                         head=head,
                         limit=self.settings.projection_batch_size,
                     )
                 finally:
                     lock.release()
+                if head is not None and reached >= 0:
+                    self._saw(name, head)  # catch_up returns once the view reached the head
             else:
                 self.wait_for(target, [name])
+                if reached >= 0:
+                    self._saw(name, target)
+
+    def _shared_read(self, behind: list[tuple[str, int]], head: int | None) -> EventSource:
+        """The source the views behind catch up from: when several are a few events behind the head,
+        their events read and decoded once (after a recall, the memory and vector views both read
+        the same node events)."""
+        known = [reached for _, reached in behind if reached >= 0]
+        if head is None or len(known) < 2 or head - min(known) > SHARED_READ_MAX_GAP:
+            return self.source
+        tagged = getattr(self.source, "tagged_events", None)
+        if tagged is None:
+            return self.source
+        after = min(known)
+        topics = sorted({t for name, _ in behind for t in self.projections[name].topics})
+        # At most `head - after` events lie in (after, head]: with that limit the read is complete.
+        return SharedRead(self.source, after, head, topics, tagged(after + 1, head - after, topics, head))
+
+    def _saw(self, name: str, position: int) -> None:
+        if position > self._reached.get(name, -1):
+            self._reached[name] = position
 
     def _upgrade(self, name: str, stored: int) -> None:
         """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""
@@ -274,6 +382,8 @@ class Views:
                 lock.release()
 
     def close(self) -> None:
+        for lock in self._catch_up_locks.values():
+            lock.close()
         if self.vectors_view._index is not None:
             self.vectors_view._index.close()
         for db in self.dbs.values():

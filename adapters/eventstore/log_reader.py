@@ -53,9 +53,28 @@ class EventLogSource:
     ) -> list[tuple[int, Any]]:
         """(position, domain event) of up to `limit` notifications from `start` to `stop` (inclusive)
         whose topic is in `topics` (all when empty), in log order."""
+        decoded = self._decoded(start, limit, topics, stop, tagged=False)
+        if decoded is None:
+            return self._through_library(start, limit, topics, stop)
+        return decoded
+
+    def tagged_events(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> list[tuple[int, str, Any]]:
+        """`decoded_events`, each with the topic it is stored under: (position, topic, event)."""
+        decoded = self._decoded(start, limit, topics, stop, tagged=True)
+        if decoded is None:
+            return [(n.id, n.topic, self.decode(n)) for n in self.notifications(start, limit, topics, stop)]
+        return decoded
+
+    def _decoded(
+        self, start: int, limit: int, topics: Sequence[str], stop: int | None, *, tagged: bool
+    ) -> list[Any] | None:
+        """The events as `decoded_events` (or, `tagged`, `tagged_events`) returns them; None where
+        only the library's path applies."""
         recorder, mapper = self.app.recorder, self.app.mapper
         if mapper.cipher is not None or mapper.compressor is not None:
-            return self._through_library(start, limit, topics, stop)
+            return None
         if isinstance(recorder, SQLiteApplicationRecorder):
             rows = _sqlite_rows(recorder, start, limit, topics, stop)
             convert_id = _sqlite_id if recorder.datastore.originator_id_type == "uuid" else str
@@ -63,10 +82,10 @@ class EventLogSource:
             rows = _postgres_rows(recorder, start, limit, topics, stop)
             convert_id = _same
         else:
-            return self._through_library(start, limit, topics, stop)
+            return None
         decode = mapper.transcoder.decode
         classes: dict[str, Any] = {}
-        out: list[tuple[int, Any]] = []
+        out: list[Any] = []
         for position, originator_id, version, topic, state in rows:
             cls = classes.get(topic)
             if cls is None:
@@ -81,7 +100,7 @@ class EventLogSource:
                 from_version += 1
             event = _new(cls)
             _set(event, "__dict__", event_state)
-            out.append((position, event))
+            out.append((position, topic, event) if tagged else (position, event))
         return out
 
     def _through_library(

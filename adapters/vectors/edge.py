@@ -360,6 +360,7 @@ class EdgeVectorIndex:
         where: SearchFilter | None = None,
         score_threshold: float | None = None,
         with_vectors: bool = False,
+        with_payload: bool = True,
     ) -> list[ScoredPoint]:
         if limit <= 0:
             return []
@@ -369,7 +370,7 @@ class EdgeVectorIndex:
             filter=_being_filter(being_id, where),
             score_threshold=score_threshold,
             params=self._search_params,
-            with_payload=True,
+            with_payload=with_payload,
             with_vector=with_vectors,
         )
         with self._using(collection, write=False) as (_, shard):

@@ -239,6 +239,7 @@ class QdrantVectorIndex:
         where: SearchFilter | None = None,
         score_threshold: float | None = None,
         with_vectors: bool = False,
+        with_payload: bool = True,
     ) -> list[ScoredPoint]:
         if limit <= 0:
             return []
@@ -249,7 +250,7 @@ class QdrantVectorIndex:
             limit=limit,
             score_threshold=score_threshold,
             search_params=self._search_params,
-            with_payload=True,
+            with_payload=with_payload,
             with_vectors=with_vectors,
         )
         return [_to_scored(p.id, p.score, p.payload, p.vector, with_vectors) for p in response.points]

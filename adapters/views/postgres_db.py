@@ -92,7 +92,9 @@ class PostgresViewDatabase:
     @contextmanager
     def read(self) -> Iterator[_Conn]:
         with self.views.pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION READ ONLY")
+            # One snapshot for the whole transaction, as SQLite's WAL gives: a read of several
+            # statements (`ReadModels.snapshot`) sees one state. Read-only, it never fails to commit.
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield _Conn(conn)
 
     def table(self, logical: str, generation: int) -> str:

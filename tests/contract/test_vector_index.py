@@ -114,6 +114,19 @@ def test_search_returns_best_first_with_cosine_scores(vector_index: VectorIndex,
     assert hits[0].payload == dict(points[want_idx[0]].payload)
 
 
+def test_search_without_payloads_finds_the_same_points(vector_index: VectorIndex, coll: str) -> None:
+    rng = np.random.default_rng(11)
+    matrix = unit(rng, 30)
+    vector_index.upsert(coll, [point(v, BEING_A, 1, status="active") for v in matrix])
+    vector_index.upsert(coll, [point(v, BEING_B, 1, status="active") for v in matrix])
+    where = SearchFilter(statuses=frozenset({"active"}))
+    full = vector_index.search(coll, BEING_A, matrix[0], 8, where=where)
+    bare = vector_index.search(coll, BEING_A, matrix[0], 8, where=where, with_payload=False)
+    assert [h.id for h in bare] == [h.id for h in full]
+    assert [h.score for h in bare] == pytest.approx([h.score for h in full], abs=1e-6)
+    assert all(h.payload == {} for h in bare) and all(h.payload for h in full)
+
+
 def test_search_limit_and_empty(vector_index: VectorIndex, coll: str) -> None:
     rng = np.random.default_rng(2)
     q = unit(rng, 1)[0]

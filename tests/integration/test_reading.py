@@ -482,3 +482,26 @@ def test_lookups_by_id_use_the_primary_key_on_sqlite(tmp_path: Path, monkeypatch
             with sqlite3.connect(e.settings.data_dir / "views" / f"{view}.sqlite3") as conn:
                 plan = " ".join(str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "(id=?)" in plan and "being_id=?" not in plan, plan
+
+
+def test_a_snapshot_reads_one_state_in_one_transaction(engram: Engram) -> None:
+    """`ReadModels.snapshot` (what `query` ranks in): every read inside sees the views as they were
+    when it began, on both backends, even while another thread writes and catches the views up."""
+    import threading
+
+    being_id, nodes = prepare(engram)
+    read = engram.views.read
+    before = read.ranking_rows(being_id, list(nodes.values()))
+    with read.snapshot("memory") as snapshot:
+        first = snapshot.ranking_rows(being_id, list(nodes.values()))
+
+        def write() -> None:  # another thread: its own view connections
+            set_status(engram, being_id, nodes[FAUCET], "dead")
+            engram.views.ensure()
+
+        worker = threading.Thread(target=write)
+        worker.start()
+        worker.join()
+        assert snapshot.ranking_rows(being_id, list(nodes.values())) == first == before
+        assert snapshot.node(being_id, UUID(nodes[FAUCET]))["status"] == "active"  # type: ignore[index]
+    assert engram.views.read.node(being_id, UUID(nodes[FAUCET]))["status"] == "dead"  # type: ignore[index]

@@ -4,6 +4,8 @@
   joining every match and sorting (only rows tied on bm25 across the cut may be picked differently),
   also when many of the best matches have another status (it asks for more);
 - `actor_terms` in one statement finds the same names as one look-up per word;
+- names are marked terms in the index (ADR 0014): bm25 and `actor_terms` agree with an index of the
+  rows as stored, where names are found with a column filter;
 - `recall(vector=…)` searches with the given vector and never calls the embedder.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -23,7 +26,7 @@ from domain.cluster import Cluster
 from domain.node import MemoryNode
 from domain.scene import SceneInput
 from projections import engine, queries
-from projections.memory import fts_table
+from projections.memory import FTS_COLUMNS
 from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
@@ -110,6 +113,27 @@ def kill(e: Engram, being_id: UUID, ids: list[str]) -> None:
     e.views.ensure()
 
 
+@contextmanager
+def plain_fts(e: Engram, being_id: UUID) -> Iterator[str]:
+    """A full-text table of the being's rows as they are stored, actors unmarked: names are found
+    with a column filter (`actors:"mina"`), as before ADR 0014. bm25 over it is the reference."""
+    db = e.views.dbs["memory"]
+    fts = "plain_fts_reference"
+    cols = ", ".join(FTS_COLUMNS)
+    with db.write() as conn:
+        nodes = engine.read_tables(conn, db, e.views.projections["memory"])["nodes"]
+        conn.execute(f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='', tokenize='porter unicode61')")
+        conn.execute(
+            f"INSERT INTO {fts}(rowid, {cols}) SELECT rowid, {cols} FROM {nodes} WHERE being_id = ?",
+            [str(being_id)],
+        )
+    try:
+        yield fts
+    finally:
+        with db.write() as conn:
+            conn.execute(f"DROP TABLE {fts}")
+
+
 def reference_lexical(
     e: Engram,
     being_id: UUID,
@@ -131,9 +155,8 @@ def reference_lexical(
     terms = query_terms(text)
     phrases = [f'actors:"{t}"' if t in names else f'"{t}"' for t in terms]
     db = e.views.dbs["memory"]
-    with db.read() as conn:
+    with plain_fts(e, being_id) as fts, db.read() as conn:
         nodes = engine.read_tables(conn, db, e.views.projections["memory"])["nodes"]
-        fts = fts_table(nodes, str(being_id))
         weights = ", ".join(str(w) for w in FTS_WEIGHTS)
         marks = ", ".join("?" for _ in statuses)
         rows = conn.query(
@@ -216,9 +239,21 @@ def test_lexical_matches_the_join_of_every_match(
     if budget == 10**6:
         # The exact regime is the plain OR, to the last bit.
         for text in QUERIES:
-            got = read.lexical(being_id, text, 100)
-            want = reference_lexical(engram, being_id, text, 100, ["active", "dying"], set())
+            names = read.actor_terms(being_id, text)
+            got = read.lexical(being_id, text, 100, actors=names)
+            want = reference_lexical(engram, being_id, text, 100, ["active", "dying"], names)
             assert [s for _, s in got] == [s for _, s in want]
+
+
+def test_a_name_reaches_the_actors_field_only_as_a_name(engram: Engram) -> None:
+    """ADR 0014: the actors field holds marked terms, so a name counts there only when the query
+    treats it as one (`actors=`); as a plain word it matches the other fields."""
+    being_id, _ = populate(engram, "Aria", 60, seed=4)
+    read = engram.views.read
+    assert read.actor_terms(being_id, "Mina") == {"mina"}
+    as_name = dict(read.lexical(being_id, "Mina", 100, actors={"mina"}))
+    assert as_name  # every row with Mina among its actors
+    assert read.lexical(being_id, "Mina", 100) == []  # no action or feeling says "Mina"
 
 
 def test_a_being_s_scores_ignore_other_beings(engram: Engram) -> None:
@@ -269,15 +304,12 @@ def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) ->
     being_id, _ = populate(engram, "Aria", 50, seed=3)
     read = engram.views.read
     db = engram.views.dbs["memory"]
-    for text in [*QUERIES, "Mina Lena Tom Priya Jonas Zoe me", "the and of"]:
+    for text in [*QUERIES, "Mina Lena Tom Priya Jonas Zoe me", "Minas and Jonas's", "the and of"]:
         want = set()
-        with db.read() as conn:
-            nodes = engine.read_tables(conn, db, engram.views.projections["memory"])["nodes"]
+        with plain_fts(engram, being_id) as fts, db.read() as conn:
             for word in (t for t in query_terms(text) if not t.isdigit()):
                 hit = conn.query_one(
-                    f"SELECT 1 AS hit FROM {fts_table(nodes, str(being_id))} "
-                    f"WHERE {fts_table(nodes, str(being_id))} MATCH ? LIMIT 1",
-                    [f'actors:"{word}"'],
+                    f"SELECT 1 AS hit FROM {fts} WHERE {fts} MATCH ? LIMIT 1", [f'actors:"{word}"']
                 )
                 if hit is not None:
                     want.add(word)
