@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -8,26 +7,16 @@ import pytest
 
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
-from tests.support import SeededIds, SteppingClock, postgres_schema, postgres_url
+from tests.support import SeededIds, SteppingClock, postgres_schema, require_postgres
 
 BACKENDS = ["sqlite", "postgres"]
-
-
-def _require_postgres() -> str:
-    url = postgres_url()
-    if url is None:
-        if os.environ.get("CI"):
-            pytest.fail("CI must provide PostgreSQL: ENGRAM_TEST_DATABASE_URL is not set")
-        # Developer machines without PostgreSQL still run the SQLite half of every contract test.
-        pytest.skip("ENGRAM_TEST_DATABASE_URL not set (scripts/test.sh starts a cluster)")
-    return url
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = request.param
     if name == "postgres":
-        _require_postgres()
+        require_postgres()
     return name
 
 
@@ -40,7 +29,7 @@ def clock() -> SteppingClock:
 def make_settings(backend: str, tmp_path: Path) -> Iterator[Callable[..., Settings]]:
     """Settings for the parametrized backend; every call shares the same database."""
     if backend == "postgres":
-        with postgres_schema(_require_postgres()) as url:
+        with postgres_schema(require_postgres()) as url:
             yield lambda **kw: Settings(
                 data_dir=tmp_path / "data", database_url=url, embedder="hashing", llm="none", **kw
             )

@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from adapters.bench.scratch import scratch_schema
 
 
@@ -41,6 +43,17 @@ class SeededIds:
 
 def postgres_url() -> str | None:
     return os.environ.get("ENGRAM_TEST_DATABASE_URL")
+
+
+def require_postgres() -> str:
+    """The test cluster's URL. Without one, CI fails the test and a developer machine skips it."""
+    url = postgres_url()
+    if url is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must provide PostgreSQL: ENGRAM_TEST_DATABASE_URL is not set")
+        # Developer machines without PostgreSQL still run the SQLite half of every contract test.
+        pytest.skip("ENGRAM_TEST_DATABASE_URL not set (scripts/test.sh starts a cluster)")
+    return url
 
 
 @contextmanager

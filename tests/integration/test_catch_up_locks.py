@@ -21,7 +21,7 @@ from adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpe
 from projections import engine
 from services.bootstrap import bootstrap
 from services.config import Settings
-from tests.support import SeededIds, SteppingClock, postgres_url
+from tests.support import SeededIds, SteppingClock, require_postgres
 
 _TRY_IN_CHILD = """
 import sys
@@ -125,9 +125,7 @@ def test_held_open_file_lock_reopens_a_replaced_file(tmp_path: Path) -> None:
 
 
 def test_held_open_advisory_lock_excludes_other_sessions_and_keeps_its_connection() -> None:
-    url = postgres_url()
-    if url is None:
-        pytest.skip("ENGRAM_TEST_DATABASE_URL not set")
+    url = require_postgres()
     key = f"engram:test:held-open:{os.getpid()}"
     lock = HeldOpenAdvisoryLock(url, key)
     assert lock.try_acquire()
