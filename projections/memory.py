@@ -107,7 +107,7 @@ def actor_term(word: str) -> str:
 
 def actor_tokens(actors: str | None) -> str:
     """The actors field as the full-text index holds it: each token marked (`actor_term`)."""
-    return " ".join(ACTOR_MARK + t for t in _TOKEN.findall(actors or ""))
+    return " ".join(actor_term(t) for t in _TOKEN.findall(actors or ""))
 
 
 _ACTORS_AT = FTS_COLUMNS.index("actors")
@@ -210,7 +210,8 @@ def _when(scene: dict[str, Any]) -> str:
 
 class MemoryView(Projection):
     name = "memory"
-    # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012)
+    # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012);
+    # 5: names marked in the full-text index (ADR 0014)
     schema_version = 5
     tables = (NODES, CLUSTERS)
 
