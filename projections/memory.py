@@ -159,18 +159,24 @@ def _fts_live(conn: ViewConnection, nodes: str) -> bool:
     )
 
 
+def _fts_by_being(rows: Sequence[dict[str, Any]], out: dict[str, list[list[Any]]]) -> None:
+    """Add rows (`rid`, `being_id`, the indexed columns) to `out` as the full-text tables take them."""
+    for row in rows:
+        out.setdefault(str(row["being_id"]), []).append(fts_values(row["rid"], [row[c] for c in FTS_COLUMNS]))
+
+
 def _fts_rows(conn: ViewConnection, nodes: str, keys: Sequence[str]) -> dict[str, list[list[Any]]]:
     """(rowid, indexed columns) of the stored rows among `keys`, by being."""
     out: dict[str, list[list[Any]]] = {}
     for part in chunks(keys, MAX_IN_LIST):
         marks = ", ".join("?" for _ in part)
-        for row in conn.query(
-            f"SELECT rowid AS rid, being_id, {', '.join(FTS_COLUMNS)} FROM {nodes} WHERE id IN ({marks})",
-            list(part),
-        ):
-            out.setdefault(str(row["being_id"]), []).append(
-                fts_values(row["rid"], [row[c] for c in FTS_COLUMNS])
-            )
+        _fts_by_being(
+            conn.query(
+                f"SELECT rowid AS rid, being_id, {', '.join(FTS_COLUMNS)} FROM {nodes} WHERE id IN ({marks})",
+                list(part),
+            ),
+            out,
+        )
     return out
 
 
@@ -240,10 +246,7 @@ class MemoryView(Projection):
                     break
                 last = rows[-1]["rid"]
                 by_being: dict[str, list[list[Any]]] = {}
-                for r in rows:
-                    by_being.setdefault(str(r["being_id"]), []).append(
-                        fts_values(r["rid"], [r[c] for c in FTS_COLUMNS])
-                    )
+                _fts_by_being(rows, by_being)
                 for being_id, values in by_being.items():
                     fts = _fts_create(conn, nodes, being_id)
                     conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES ({marks})", values)

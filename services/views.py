@@ -176,12 +176,7 @@ class Views:
     def lock(self, name: str, purpose: str = "process") -> Lock:
         self._check(name)
         if self._conninfo is not None:
-            schema = (
-                _split_schema(self.settings.database_url.get_secret_value())[1]
-                if self.settings.database_url
-                else None
-            )
-            return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{purpose}:{name}")
+            return AdvisoryLock(self._conninfo, self._advisory_key(f"{purpose}:{name}"))
         return FileLock(self._dir / f"{name}.{purpose}.lock")
 
     def _catch_up_lock(self, name: str) -> HeldOpenFileLock | HeldOpenAdvisoryLock:
@@ -192,26 +187,22 @@ class Views:
         if held is None:
             fresh: HeldOpenFileLock | HeldOpenAdvisoryLock
             if self._conninfo is not None:
-                schema = (
-                    _split_schema(self.settings.database_url.get_secret_value())[1]
-                    if self.settings.database_url
-                    else None
-                )
-                fresh = HeldOpenAdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:process:{name}")
+                fresh = HeldOpenAdvisoryLock(self._conninfo, self._advisory_key(f"process:{name}"))
             else:
                 fresh = HeldOpenFileLock(self._dir / f"{name}.process.lock")
             held = self._catch_up_locks.setdefault(name, fresh)
         return held
 
+    def _advisory_key(self, key: str) -> str:
+        """A PostgreSQL advisory lock's key, scoped to the deployment's schema."""
+        url = self.settings.database_url
+        schema = _split_schema(url.get_secret_value())[1] if url else None
+        return f"engram:{schema or 'public'}:{key}"
+
     def named_lock(self, key: str) -> Lock:
         """A process-wide exclusive lock for `key` (e.g. one patrol per being)."""
         if self._conninfo is not None:
-            schema = (
-                _split_schema(self.settings.database_url.get_secret_value())[1]
-                if self.settings.database_url
-                else None
-            )
-            return AdvisoryLock(self._conninfo, f"engram:{schema or 'public'}:{key}")
+            return AdvisoryLock(self._conninfo, self._advisory_key(key))
         return FileLock(self.settings.data_dir / "locks" / f"{key.replace(':', '-')}.lock")
 
     # -- reading consistently -------------------------------------------------------------------
