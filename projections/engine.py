@@ -287,7 +287,7 @@ def _tracked(conn: ViewConnection, db: ViewDatabase, generation: int) -> int:
     return int(row["position"]) if row else 0
 
 
-def _active_position(conn: ViewConnection, db: ViewDatabase, projection: Projection) -> tuple[int, int]:
+def active_position(conn: ViewConnection, db: ViewDatabase, projection: Projection) -> tuple[int, int]:
     """(active generation, its tracked position) in one query."""
     meta, tracking = _meta(db)
     row = conn.query_one(
@@ -376,7 +376,7 @@ def catch_up(
     total = 0
     while True:
         with db.write() as conn:
-            generation, start = _active_position(conn, db, projection)
+            generation, start = active_position(conn, db, projection)
             if start >= target:
                 return total
             count, position = _apply_batch(

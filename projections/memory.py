@@ -63,6 +63,7 @@ NODES = TableSpec(
         Index("fresh", ("being_id", "fresh")),
         Index("source", ("being_id", "source_ref")),
         Index("sequence", ("being_id", "seq")),
+        Index("changes", ("being_id", "position")),  # what changed since a position (ranking cache)
     ),
 )
 
@@ -217,8 +218,8 @@ def _when(scene: dict[str, Any]) -> str:
 class MemoryView(Projection):
     name = "memory"
     # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012);
-    # 5: names marked in the full-text index (ADR 0014)
-    schema_version = 5
+    # 5: names marked in the full-text index (ADR 0014); 6: the (being_id, position) index (ADR 0015)
+    schema_version = 6
     tables = (NODES, CLUSTERS)
 
     def create_indexes(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:

@@ -20,6 +20,7 @@ from projections.beings import BEINGS, DIARY
 from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
 from projections.notes import NOTES
 from projections.patrol_runs import RUNS
+from projections.ranking_cache import BeingRanking, RankingCache
 from projections.sql import ViewConnection, ViewDatabase, chunks
 from projections.tables import TableSpec
 from projections.vectors import VECTOR_NODES
@@ -63,19 +64,6 @@ def _decode_node(row: Row) -> Row:
     row["emotion"] = json.loads(row.pop("emotion_json")) if row.get("emotion_json") else None
     return row
 
-
-_RANKING_COLUMNS = "id, seq, action, when_json, importance, last_activated_at"
-
-
-def _ranking_row(row: Row) -> Row:
-    """A row of `_RANKING_COLUMNS` (and maybe more) made a ranking row, in place."""
-    row["id"] = str(row["id"])
-    row["action"] = row["action"] or ""
-    row["when_json"] = row["when_json"] or "[]"
-    return row
-
-
-_RANKING_JOINED = ", ".join(f"n.{c.strip()} AS {c.strip()}" for c in _RANKING_COLUMNS.split(","))
 
 Hits = list[tuple[str, float]]
 
@@ -136,15 +124,13 @@ def _fts_top(
     match: str,
     limit: int,
     statuses: set[str],
-    rows: dict[str, Row],
     *,
     min_rowid: int | None = None,
 ) -> Hits:
-    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id); their
-    ranking rows go into `rows`.
+    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id).
 
     FTS5 sorts by `rank` inside the index and keeps the top rows, so only those are joined to the
-    nodes (ids, statuses, what `query` ranks on) instead of every match; a few more than `limit` are
+    nodes (ids, statuses) instead of every match; a few more than `limit` are
     fetched for the rows of other statuses, and more are asked for in the rare case that is not
     enough. Rows with exactly the same bm25 across the cut are taken in rowid (noting) order.
     `min_rowid`: only rows from it on.
@@ -152,7 +138,7 @@ def _fts_top(
     fetch = limit + LEXICAL_SLACK
     while True:  # one statement text for every call: preparing it costs more than running it
         found = conn.query(
-            f"SELECT t.rowid AS rowid, n.status AS status, -t.rank AS score, {_RANKING_JOINED} FROM "
+            f"SELECT t.rowid AS rowid, n.id AS id, n.status AS status, -t.rank AS score FROM "
             f"(SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? AND rowid >= ? "
             f"ORDER BY rank, rowid LIMIT ?) AS t JOIN {nodes} n ON n.rowid = t.rowid",
             [match, _BM25_RANK, min_rowid or 0, fetch],
@@ -163,10 +149,8 @@ def _fts_top(
             if r["status"] in statuses
         ]
         if len(kept) >= limit or len(found) < fetch:
-            top = kept[:limit]
-            for r in top:
-                rows[str(r["id"])] = _ranking_row(r)
-            return sorted(((str(r["id"]), float(r["score"])) for r in top), key=lambda hit: (-hit[1], hit[0]))
+            top = ((str(r["id"]), float(r["score"])) for r in kept[:limit])
+            return sorted(top, key=lambda hit: (-hit[1], hit[0]))
         fetch *= 4
 
 
@@ -190,7 +174,6 @@ def _fts_ranked(
     phrases: Sequence[str],
     limit: int,
     statuses: set[str],
-    rows: dict[str, Row],
 ) -> Hits:
     """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012).
 
@@ -201,8 +184,7 @@ def _fts_ranked(
 
     A phrase adds the same to a row's bm25 in any query (its statistics are the index's), so a query
     whose phrases include every term a row holds scores it exactly and the others score it lower:
-    the best score per row over the lists is exact, and so is the top of their union. The ranking
-    rows of the returned hits go into `rows`.
+    the best score per row over the lists is exact, and so is the top of their union.
     """
     counts = _postings(conn, fts, phrases, LEXICAL_BUDGET + 1)
     present = sorted((n, i) for i, n in enumerate(counts) if n > 0)
@@ -219,16 +201,13 @@ def _fts_ranked(
     selective = [p for i, p in enumerate(phrases) if i in chosen]
     common = [p for i, p in enumerate(phrases) if i not in chosen and counts[i] > 0]
     if not common:
-        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses, rows)
+        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses)
     lists: list[Hits] = []
-    seen: dict[str, Row] = {}
     any_common = " OR ".join(common)
     if selective:
         any_selective = " OR ".join(selective)
-        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses, seen))
-        lists.append(
-            _fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses, seen)
-        )
+        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses))
+        lists.append(_fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses))
     floor = conn.query_one(
         f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         [any_common, LEXICAL_WINDOW - 1],
@@ -241,7 +220,6 @@ def _fts_ranked(
             any_common,
             limit,
             statuses,
-            seen,
             min_rowid=None if floor is None else floor["rowid"],
         )
     )
@@ -250,9 +228,7 @@ def _fts_ranked(
         for node_id, score in hits:
             if score > best.get(node_id, float("-inf")):
                 best[node_id] = score
-    top = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
-    rows.update((node_id, seen[node_id]) for node_id, _ in top)
-    return top
+    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
 
 
 def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
@@ -265,9 +241,15 @@ def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
 class ReadModels:
     """Read access to the views of one deployment (`Views.dbs`)."""
 
-    def __init__(self, dbs: dict[str, ViewDatabase], projections: dict[str, engine.Projection]) -> None:
+    def __init__(
+        self,
+        dbs: dict[str, ViewDatabase],
+        projections: dict[str, engine.Projection],
+        ranking: RankingCache | None = None,
+    ) -> None:
         self.dbs = dbs
         self.projections = projections
+        self._ranking = ranking if ranking is not None else RankingCache()
         self._held: dict[str, tuple[ViewConnection, dict[str, str]]] = {}
         self._fts: dict[tuple[str, UUID], str] = {}
 
@@ -454,22 +436,9 @@ class ReadModels:
         query shares with the being's actors, see `actor_terms`) match the actors field only: "Mina"
         finds what Mina did, not every line that greets her (ADR 0008).
         """
-        return self.lexical_ranking(being_id, text, limit, statuses, actors=actors)[0]
-
-    def lexical_ranking(
-        self,
-        being_id: UUID,
-        text: str,
-        limit: int,
-        statuses: Sequence[str] = ("active", "dying"),
-        *,
-        actors: Collection[str] = (),
-    ) -> tuple[Hits, dict[str, Row]]:
-        """`lexical`, with the hits' ranking rows (`ranking_rows`) read in the same statements."""
         terms = query_terms(text)
-        rows: dict[str, Row] = {}
         if not terms or not statuses:
-            return [], rows
+            return []
         names = {a.lower() for a in actors}
         db = self.dbs["memory"]
         marks = ", ".join("?" for _ in statuses)
@@ -478,12 +447,12 @@ class ReadModels:
             if db.dialect == "sqlite":
                 fts = self._being_fts(conn, nodes, being_id)
                 if fts is None:
-                    return [], rows
+                    return []
                 phrases = [f'"{actor_term(t)}"' if t in names else f'"{t}"' for t in terms]
-                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses), rows), rows
+                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
             # Weight B holds the actors (and the `when` text): names match there only.
             found = conn.query(
-                f"SELECT {_RANKING_COLUMNS}, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
+                f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
                 f"to_tsquery('english', ?) q WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q "
                 "ORDER BY score DESC, id LIMIT ?",
                 [
@@ -493,9 +462,7 @@ class ReadModels:
                     limit,
                 ],
             )
-        hits = [(str(r["id"]), float(r["score"])) for r in found]
-        rows.update((str(r["id"]), _ranking_row(r)) for r in found)
-        return hits, rows
+        return [(str(r["id"]), float(r["score"])) for r in found]
 
     def actor_terms(self, being_id: UUID, text: str) -> set[str]:
         """The words of `text` that name one of the being's actors (an indexed lookup per word)."""
@@ -533,52 +500,13 @@ class ReadModels:
                     found.add(word)
         return found
 
-    def ranking_rows(self, being_id: UUID, ids: Sequence[UUID | str]) -> dict[str, Row]:
-        """What `query` ranks on, by node id: `seq`, `action`, `when_json`, `importance`,
-        `last_activated_at` — cheaper than `nodes` (no scene, themes or emotion to decode)."""
-        out: dict[str, Row] = {}
-        if not ids:
-            return out
-        db = self.dbs["memory"]
+    def ranking(self, being_id: UUID) -> BeingRanking:
+        """What `query` ranks on for the being's nodes (`RankingCache`), at least as new as this
+        read's state of the memory view."""
+        db, projection = self.dbs["memory"], self.projections["memory"]
         with self._reading("memory") as (conn, tables):
-            nodes = tables["nodes"]
-            for part in chunks([str(i) for i in ids], 500):
-                part = _padded(part)
-                marks = ", ".join("?" for _ in part)
-                for r in conn.query(
-                    f"SELECT {_RANKING_COLUMNS} FROM {nodes} "
-                    f"WHERE {_scoped('being_id', db, True)} AND id IN ({marks})",
-                    [str(being_id), *part],
-                ):
-                    out[str(r["id"])] = _ranking_row(r)
-        return out
-
-    def neighbours(
-        self, being_id: UUID, seqs: Sequence[int], radius: int, statuses: Sequence[str] = ("active", "dying")
-    ) -> dict[str, Row]:
-        """The nodes noted just before and after each of `seqs` (up to `radius` each way), as ranking rows."""
-        seqs = sorted(set(seqs))
-        if not seqs or radius < 1 or not statuses:
-            return {}
-        marks = ", ".join("?" for _ in statuses)
-        out: dict[str, Row] = {}
-        with self._reading("memory") as (conn, tables):
-            nodes = tables["nodes"]
-            for part in chunks(seqs, 100):
-                part = _padded(part)
-                selects: list[str] = []
-                params: list[Any] = []
-                for n, seq in enumerate(part):
-                    for k, (op, order) in enumerate((("<", "DESC"), (">", "ASC"))):
-                        selects.append(
-                            f"SELECT * FROM (SELECT {_RANKING_COLUMNS} FROM {nodes} WHERE being_id = ? "
-                            f"AND seq {op} ? AND status IN ({marks}) ORDER BY seq {order} "
-                            f"LIMIT {int(radius)}) AS n{n}_{k}"
-                        )
-                        params += [str(being_id), seq, *statuses]
-                for r in conn.query(" UNION ALL ".join(selects), params):
-                    out[str(r["id"])] = _ranking_row(r)
-        return out
+            _, position = engine.active_position(conn, db, projection)
+            return self._ranking.current(conn, db.dialect, tables["nodes"], being_id, position)
 
     def search(self, being_id: UUID, terms: Sequence[str], mode: str = "or", limit: int = 50) -> list[Row]:
         """The spec's `search_memory`: case-insensitive substring match of each term on action, feeling,

@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     qdrant_api_key: SecretStr | None = None
 
     projection_batch_size: int = Field(500, ge=1, le=10_000, description="Events per view transaction.")
+    ranking_cache_nodes: int = Field(
+        1_000_000,
+        ge=0,
+        description="Nodes whose ranking columns `query` keeps in memory, over all beings (~160 bytes "
+        "each; ADR 0015). Least recently queried beings are dropped first.",
+    )
     worker_poll_interval_s: float = Field(0.2, gt=0, description="How often the worker looks for new events.")
     consistency_timeout_s: float = Field(
         10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."

@@ -242,12 +242,8 @@ class Reading:
             found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
             semantic = [(str(i), s) for i, s in found]
         with read.snapshot("memory") as snapshot:  # one read transaction for the statements below
-            lexical, rows = (
-                snapshot.lexical_ranking(being_id, text, n, statuses, actors=names)
-                if p.lexical > 0
-                else ([], {})
-            )
-            best, full = self._rank(snapshot, p, being_id, text, k, statuses, semantic, lexical, rows)
+            lexical = snapshot.lexical(being_id, text, n, statuses, actors=names) if p.lexical > 0 else []
+            best, full = self._rank(snapshot, p, being_id, text, k, statuses, semantic, lexical)
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         position = (
             self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
@@ -266,11 +262,10 @@ class Reading:
         statuses: list[str],
         semantic: list[tuple[str, float]],
         lexical: list[tuple[str, float]],
-        rows: dict[str, dict[str, Any]],
     ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
-        """`query`'s `k` best (id, score) and their nodes, from both channels' hits (`rows`: the
-        lexical hits' ranking rows) and `read`."""
-        rows.update(read.ranking_rows(being_id, [i for i, _ in semantic if i not in rows]))
+        """`query`'s `k` best (id, score) and their nodes, from both channels' hits and `read`."""
+        ranking = read.ranking(being_id)
+        rows = ranking.rows(i for hits in (lexical, semantic) for i, _ in hits)
         now = self.e.clock.now()
         dates = query_dates(text) if p.dates > 0 else []
         scores = combine(p, semantic, lexical, rows, now, dates)
@@ -278,11 +273,8 @@ class Reading:
             seeds = [
                 i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: p.neighbour_seeds]
             ]
-            seqs = [rows[i]["seq"] for i in seeds if rows[i]["seq"] is not None]
             extra = {
-                i: r
-                for i, r in read.neighbours(being_id, seqs, p.neighbour_radius, statuses).items()
-                if i not in rows
+                i: r for i, r in ranking.around(seeds, p.neighbour_radius, statuses).items() if i not in rows
             }
             rows.update(extra)
             scores.update(combine(p, semantic, lexical, extra, now, dates))
@@ -394,7 +386,7 @@ def combine(
 ) -> dict[str, float]:
     """Every row's score from its channel scores or ranks, by the profile's fusion (ADR 0008).
 
-    `rows` are ranking rows (`ReadModels.ranking_rows`): `when_json`, `importance`, `last_activated_at`."""
+    `rows` are ranking rows (`BeingRanking.row`): `when_json`, `importance`, `activated` (epoch seconds)."""
     sem = dict(semantic)
     lex = dict(lexical)
     top_lex = max(lex.values(), default=0.0) or 1.0
@@ -423,9 +415,7 @@ def combine(
         if dates and p.dates > 0:
             score += p.dates * date_closeness(dates, _dates(row), p.date_days)
         if p.recency:
-            age_days = max(
-                0.0, (now - _dt.datetime.fromisoformat(row["last_activated_at"])).total_seconds() / 86400
-            )
+            age_days = max(0.0, (now.timestamp() - row["activated"]) / 86400)
             score += p.importance * row["importance"] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
         else:  # no clock arithmetic for a term that weighs nothing
             score += p.importance * row["importance"]

@@ -27,6 +27,7 @@ from projections.memory import MemoryView
 from projections.notes import NotesView
 from projections.patrol_runs import PatrolRunsView
 from projections.queries import ReadModels
+from projections.ranking_cache import RankingCache
 from projections.sql import ViewDatabase
 from projections.tokens import TokensView
 from projections.vector_index import VectorIndex
@@ -142,6 +143,7 @@ class Views:
         # its generation has reached the head), so an `ensure` whose target is at most this position
         # has nothing to do and skips reading the view's position again.
         self._reached: dict[str, int] = {}
+        self.ranking = RankingCache(settings.ranking_cache_nodes)
 
     def _open_vector_index(self) -> VectorIndex:
         from adapters.vectors import build_vector_index
@@ -160,7 +162,7 @@ class Views:
     @property
     def read(self) -> ReadModels:
         """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
-        return ReadModels(self.dbs, self.projections)
+        return ReadModels(self.dbs, self.projections, self.ranking)
 
     @property
     def _dir(self) -> Path:

@@ -474,11 +474,10 @@ def test_lookups_by_id_use_the_primary_key_on_sqlite(tmp_path: Path, monkeypatch
         monkeypatch.setattr(sqlite_db._Conn, "query", spy)
         assert len(e.views.read.nodes(being_id, ids=many)) == len(ids)
         assert len(e.views.read.node_vectors(being_id, many)) == len(ids)
-        assert len(e.views.read.ranking_rows(being_id, many)) == len(ids)
         monkeypatch.undo()
         lookups = [(sql, p) for sql, p in statements if " id IN (" in sql]
-        assert len(lookups) == 3
-        for (sql, params), view in zip(lookups, ("memory", "vectors", "memory"), strict=True):
+        assert len(lookups) == 2
+        for (sql, params), view in zip(lookups, ("memory", "vectors"), strict=True):
             with sqlite3.connect(e.settings.data_dir / "views" / f"{view}.sqlite3") as conn:
                 plan = " ".join(str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params))
             assert "(id=?)" in plan and "being_id=?" not in plan, plan
@@ -491,9 +490,10 @@ def test_a_snapshot_reads_one_state_in_one_transaction(engram: Engram) -> None:
 
     being_id, nodes = prepare(engram)
     read = engram.views.read
-    before = read.ranking_rows(being_id, list(nodes.values()))
+    ids = [UUID(i) for i in nodes.values()]
+    before = read.nodes(being_id, ids=ids)
     with read.snapshot("memory") as snapshot:
-        first = snapshot.ranking_rows(being_id, list(nodes.values()))
+        first = snapshot.nodes(being_id, ids=ids)
 
         def write() -> None:  # another thread: its own view connections
             set_status(engram, being_id, nodes[FAUCET], "dead")
@@ -502,6 +502,6 @@ def test_a_snapshot_reads_one_state_in_one_transaction(engram: Engram) -> None:
         worker = threading.Thread(target=write)
         worker.start()
         worker.join()
-        assert snapshot.ranking_rows(being_id, list(nodes.values())) == first == before
+        assert snapshot.nodes(being_id, ids=ids) == first == before
         assert snapshot.node(being_id, UUID(nodes[FAUCET]))["status"] == "active"  # type: ignore[index]
     assert engram.views.read.node(being_id, UUID(nodes[FAUCET]))["status"] == "dead"  # type: ignore[index]

@@ -24,7 +24,7 @@ def row(
         "action": action,
         "when_json": json.dumps([day]),
         "importance": importance,
-        "last_activated_at": NOW.isoformat(),
+        "activated": NOW.timestamp(),
     }
 
 
