@@ -48,13 +48,16 @@ def test_get_many_loads_what_get_loads(engram: Engram) -> None:
     for i, node in enumerate(nodes):
         node.embed(_vector(1.0, float(i), 0.5), engram.clock.now())
     engram.store.save(*nodes)
-    # One node long enough to have snapshots (every 50 events), and events after the last one.
+    # One node long enough to have snapshots (every 10 events), and events after the last one.
     busy = engram.store.get(MemoryNode, nodes[2].id)
     for _ in range(2):
-        for _ in range(30):
+        for _ in range(27):
             busy.reactivate(ReactivationSource.RECALL, 1, engram.clock.now())
         engram.store.save(busy)
-    assert busy.version > 50
+    assert busy.version > 50 and busy.version % 10 != 0
+    assert engram.store.app.snapshots is not None
+    [last] = engram.store.app.snapshots.get(busy.id, desc=True, limit=1)
+    assert last.originator_version == busy.version // 10 * 10
     ids = [n.id for n in reversed(nodes)] + [nodes[0].id]  # any order, repeats allowed
 
     loaded = engram.store.get_many(MemoryNode, ids, being_id=being.id)
