@@ -28,6 +28,13 @@ neighbour statement: ~3.4 ms to prepare, ~1.1 ms to run), and one query uses a d
 CHECKPOINT_PAUSE_S = 1.0
 """The least time between two checkpoints of one view database by its checkpointer thread."""
 
+INLINE_CHECKPOINT_PAGES = 4000
+"""The log length (pages, 4 KiB each) at which a commit checkpoints after all, as SQLite does at
+1,000 by default. The log starts again from its beginning only when a write begins after a complete
+checkpoint: under writes without a pause (a catch-up over a large backlog) the thread's checkpoints
+never leave such a moment, and the log file would grow without end. The thread keeps sparser writes
+(the request path) far below this length."""
+
 
 class _Checkpointer:
     """Copies a view database's write-ahead log back into the database on a thread of its own (ADR 0016).
@@ -35,8 +42,9 @@ class _Checkpointer:
     SQLite's automatic checkpoint runs inside the commit that takes the log past 1,000 pages: that
     commit (a view catching up after a recall, say) then copies ~4 MB and syncs the file, 10–30 ms
     instead of ~1. Here a commit only signals; the thread runs a PASSIVE checkpoint, which waits for
-    no reader or writer, at most every `CHECKPOINT_PAUSE_S`. Started by the first commit of a process
-    (again after a fork), stopped by `close`.
+    no reader or writer, at most every `CHECKPOINT_PAUSE_S`. Commits checkpoint themselves only past
+    `INLINE_CHECKPOINT_PAGES`. Started by the first commit of a process (again after a fork),
+    stopped by `close`.
     """
 
     def __init__(self, path: Path) -> None:
@@ -148,7 +156,7 @@ class SQLiteViewDatabase:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's thread does it
+            conn.execute(f"PRAGMA wal_autocheckpoint={INLINE_CHECKPOINT_PAGES}")  # see _Checkpointer
             self._local.conn = conn
         return conn
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from adapters.views.sqlite_db import SQLiteViewDatabase
+from adapters.views.sqlite_db import INLINE_CHECKPOINT_PAGES, SQLiteViewDatabase
 
 
 def write_pages(db: SQLiteViewDatabase, commits: int, rows: int = 50) -> None:
@@ -27,9 +27,19 @@ def test_commits_leave_the_checkpoint_to_the_thread(tmp_path: Path) -> None:
     path = tmp_path / "v.sqlite3"
     db = SQLiteViewDatabase(path, "v")
     db._checkpointer.committed = lambda: None  # type: ignore[method-assign]  # no thread: commits alone
-    write_pages(db, 60)  # ~1,600 pages: past SQLite's automatic checkpoint at 1,000
+    write_pages(db, 60)  # ~1,600 pages: past SQLite's default automatic checkpoint at 1,000
     # Every page is still in the log: no commit copied any back into the database file.
     assert wal_frames(path) > 1000 and path.stat().st_size < 100_000
+    db.close()
+
+
+def test_writes_without_a_pause_keep_the_log_bounded(tmp_path: Path) -> None:
+    """The thread's checkpoints never leave the moment the log restarts in; past
+    `INLINE_CHECKPOINT_PAGES` a commit checkpoints itself, and the next write restarts the log."""
+    path = tmp_path / "v.sqlite3"
+    db = SQLiteViewDatabase(path, "v")
+    write_pages(db, 300)  # ~8,000 pages, one commit after another
+    assert wal_frames(path) < INLINE_CHECKPOINT_PAGES + 100
     db.close()
 
 
