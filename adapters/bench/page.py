@@ -592,6 +592,13 @@ def deployment(results: dict[str, Result]) -> str:
         if exact is not None and hnsw is not None
         else ""
     )
+    query = "`query` at 100k is mostly"
+    for rep in (results.get("recall") or {}).get("reports", []):
+        row = next(
+            (x for x in rep["rows"] if x["what"] == "query k=10, vector given" and x["index"] == "hnsw"), None
+        )
+        if rep["size"] == 100_000 and row is not None:
+            query = f"`query` costs {_ms(row['p50_ms'])} ms (p50) at 100k, most of it"
     return "\n\n".join(
         [
             "## What the figures mean for a deployment",
@@ -600,9 +607,8 @@ def deployment(results: dict[str, Result]) -> str:
             f"being's nodes{search}; the worker's maintenance builds the HNSW graph in a child process "
             "once a collection has grown by 10,000 points and swaps it in (searches wait for the swap: "
             "about a second at 100k points, several at 1M). Comfortable up to ~100k nodes per being and "
-            "a few hundred single notes/s (thousands batched); `query` costs about 9 ms (p50) at 100k: bm25 "
-            "over a being's common words, reading the candidates' rows and their neighbours, and the fusion "
-            "(ADR 0012, ADR 0014; see *Recall and query latency*).",
+            f"a few hundred single notes/s (thousands batched); {query} bm25 over a being's common words "
+            "and the vector search (ADR 0012, ADR 0014, ADR 0015; see *Recall and query latency*).",
             "- **PostgreSQL + a Qdrant server** (`ENGRAM_DATABASE_URL`, `ENGRAM_QDRANT_URL`): when several "
             "processes write or serve, when beings grow past ~100k nodes, or when projections must follow "
             "writes within tens of milliseconds (LISTEN/NOTIFY instead of polling). The server builds its "
