@@ -26,7 +26,7 @@ from projections.sql import ViewConnection
 Row = dict[str, Any]
 
 DEFAULT_MAX_NODES = 1_000_000
-"""Nodes held over all beings (~160 bytes each) before the least recently read being is dropped."""
+"""Nodes held over all beings (~200 bytes each) before the least recently read being is dropped."""
 
 
 def _columns(dialect: str) -> str:

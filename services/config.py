@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     ranking_cache_nodes: int = Field(
         1_000_000,
         ge=0,
-        description="Nodes whose ranking columns `query` keeps in memory, over all beings (~160 bytes "
+        description="Nodes whose ranking columns `query` keeps in memory, over all beings (~200 bytes "
         "each; ADR 0015). Least recently queried beings are dropped first.",
     )
     worker_poll_interval_s: float = Field(0.2, gt=0, description="How often the worker looks for new events.")
