@@ -130,6 +130,22 @@ def test_the_least_recently_read_being_is_dropped_beyond_the_bound(engram: Engra
     assert again.rows(aria_nodes.values()) == first.rows(aria_nodes.values())
 
 
+def test_one_beings_copy_in_the_making_holds_up_no_other_being(engram: Engram) -> None:
+    import threading
+
+    aria, _ = prepare(engram)
+    bob, bob_nodes = prepare(engram, "Bob")
+    cache = RankingCache()
+    read = ReadModels(engram.views.dbs, engram.views.projections, cache)
+    got: list[BeingRanking] = []
+    with cache._lock_for(str(aria)):  # as while Aria's copy is read whole
+        other = threading.Thread(target=lambda: got.append(read.ranking(bob)))
+        other.start()
+        other.join(timeout=30)
+        assert not other.is_alive()
+    assert set(got[0].rows(bob_nodes.values())) == set(bob_nodes.values())
+
+
 def test_a_rebuilt_view_is_read_again(engram: Engram) -> None:
     being_id, nodes = prepare(engram)
     before = engram.views.read.ranking(being_id)
