@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
@@ -250,21 +251,31 @@ class ReadModels:
         self.dbs = dbs
         self.projections = projections
         self._ranking = ranking if ranking is not None else RankingCache()
-        self._held: dict[str, tuple[ViewConnection, dict[str, str]]] = {}
+        self._local = threading.local()  # each thread's held snapshots (see `_held`)
         self._fts: dict[tuple[str, UUID], str] = {}
+
+    @property
+    def _held(self) -> dict[str, tuple[ViewConnection, dict[str, str]]]:
+        """This thread's held read transactions by view: a snapshot is its opening thread's alone,
+        when threads share a `ReadModels`."""
+        held: dict[str, tuple[ViewConnection, dict[str, str]]] | None = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = {}
+        return held
 
     @contextmanager
     def snapshot(self, *views: str) -> Iterator[ReadModels]:
         """Hold one read transaction per view in `views` for the block: every read of them inside
         sees the same state, and the transaction and the active tables' lookup are paid once (a
         `query` makes half a dozen reads)."""
+        held = self._held
         with ExitStack() as stack:
             for view in views:
-                if view not in self._held:
+                if view not in held:
                     db = self.dbs[view]
                     conn = stack.enter_context(db.read())
-                    self._held[view] = (conn, engine.read_tables(conn, db, self.projections[view]))
-                    stack.callback(self._held.pop, view)
+                    held[view] = (conn, engine.read_tables(conn, db, self.projections[view]))
+                    stack.callback(held.pop, view)
             yield self
 
     @contextmanager
