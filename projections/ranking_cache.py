@@ -14,6 +14,7 @@ snapshot; it may be newer when another thread moved it on, as the vector index m
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import threading
 from array import array
 from collections import OrderedDict
@@ -159,30 +160,44 @@ class BeingRanking:
         return row
 
     def rows(self, ids: Iterable[UUID | str]) -> dict[str, Row]:
-        """The ranking rows of those of `ids` that are this being's nodes."""
-        out: dict[str, Row] = {}
+        """The ranking rows of those of `ids` that are this being's nodes (for inspection: `query`
+        reads the columns by slot)."""
+        return {node_id: self.row(slot) for node_id, slot in self.slots(ids).items()}
+
+    def slots(self, ids: Iterable[UUID | str]) -> dict[str, int]:
+        """The slots of those of `ids` that are this being's nodes."""
+        get = self.slot.get
+        out: dict[str, int] = {}
         for node_id in ids:
-            slot = self.slot.get(str(node_id))
+            key = str(node_id)
+            slot = get(key)
             if slot is not None:
-                out[self.ids[slot]] = self.row(slot)
+                out[key] = slot
         return out
 
-    def around(self, ids: Iterable[str], radius: int, statuses: Collection[str]) -> dict[str, Row]:
-        """The nodes noted just before and after each of `ids`, up to `radius` each way among `statuses`."""
+    def when_of(self, slot: int) -> list[Any]:
+        """The slot's `when`, decoded."""
+        day = self.day[slot]
+        return [day] if day is not None else list(json.loads(self.when[slot]))
+
+    def around(self, ids: Iterable[str], radius: int, statuses: Collection[str]) -> dict[str, int]:
+        """The slots of the nodes noted just before and after each of `ids`, up to `radius` each way
+        among `statuses`."""
         wanted = {i for i, s in enumerate(self._statuses) if s in statuses}
-        out: dict[str, Row] = {}
+        out: dict[str, int] = {}
         if radius < 1 or not wanted:
             return out
         last = len(self.ids) - 1
+        seq, status = self.seq, self.status
         for node_id in ids:
             at = self.slot.get(node_id)
-            if at is None or self.seq[at] < 0:
+            if at is None or seq[at] < 0:
                 continue
             for step in (-1, 1):
                 found, slot = 0, at + step
                 while found < radius and 0 <= slot <= last:
-                    if self.status[slot] in wanted and self.seq[slot] >= 0:
-                        out[self.ids[slot]] = self.row(slot)
+                    if status[slot] in wanted and seq[slot] >= 0:
+                        out[self.ids[slot]] = slot
                         found += 1
                     slot += step
         return out

@@ -8,10 +8,9 @@ Reads that reach nodes reactivate them (spec ❺'s table): `recall` +1, `recall_
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -22,13 +21,13 @@ from domain.errors import InvalidInput
 from domain.node import MemoryNode, ReactivationSource
 from domain.scene import Scene
 from projections.queries import ReadModels
+from projections.ranking_cache import BeingRanking
 from services.beings import resolve_being_id
 from services.errors import NotFound
 from services.query_text import (
     DateSpan,
     date_closeness,
     first_date,
-    is_question,
     node_dates,
     query_dates,
     strip_words,
@@ -265,22 +264,23 @@ class Reading:
     ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
         """`query`'s `k` best (id, score) and their nodes, from both channels' hits and `read`."""
         ranking = read.ranking(being_id)
-        rows = ranking.rows(i for hits in (lexical, semantic) for i, _ in hits)
+        slots = ranking.slots(i for hits in (lexical, semantic) for i, _ in hits)
         now = self.e.clock.now()
         dates = query_dates(text) if p.dates > 0 else []
-        scores = combine(p, semantic, lexical, rows, now, dates)
-        if rows and (p.neighbours > 0 or p.answers > 0):
+        scores = combine(p, semantic, lexical, ranking, slots, now, dates)
+        if slots and (p.neighbours > 0 or p.answers > 0):
             seeds = [
                 i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: p.neighbour_seeds]
             ]
             extra = {
-                i: r for i, r in ranking.around(seeds, p.neighbour_radius, statuses).items() if i not in rows
+                i: s for i, s in ranking.around(seeds, p.neighbour_radius, statuses).items() if i not in slots
             }
-            rows.update(extra)
-            scores.update(combine(p, semantic, lexical, extra, now, dates))
-            scores = spread_to_neighbours(p, scores, rows, seeds)
+            slots.update(extra)
+            scores.update(combine(p, semantic, lexical, ranking, extra, now, dates))
+            scores = spread_to_neighbours(p, scores, ranking, slots, seeds)
         if p.question_penalty > 0:
-            scores = {i: s * (1 - p.question_penalty) if _asks(rows[i]) else s for i, s in scores.items()}
+            asks, keep = ranking.asks, 1 - p.question_penalty
+            scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
         best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
         full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         return best, full
@@ -337,56 +337,23 @@ class Reading:
         )
 
 
-def _when(row: dict[str, Any]) -> list[Any]:
-    """A ranking row's `when`, decoded once."""
-    if "when" not in row:
-        row["when"] = json.loads(row["when_json"])
-    when: list[Any] = row["when"]
-    return when
-
-
-# A ranking row is scored once per query and its neighbours looked at many times: what is derived
-# from it is computed once and kept on the row (under keys the views never use).
-
-
-def _dates(row: dict[str, Any]) -> list[_dt.date]:
-    if "_dates" not in row:
-        row["_dates"] = node_dates(_when(row))
-    dates: list[_dt.date] = row["_dates"]
-    return dates
-
-
-def _day(row: dict[str, Any]) -> str | None:
-    if "_day" not in row:
-        raw = row["when_json"]
-        # Nearly every `when` starts with a plain date string: read it without decoding the JSON.
-        head = raw[2:12]
-        if raw.startswith('["') and raw[12:13] == '"' and '"' not in head and "\\" not in head:
-            row["_day"] = head
-        else:
-            row["_day"] = first_date(_when(row))
-    day: str | None = row["_day"]
-    return day
-
-
-def _asks(row: dict[str, Any]) -> bool:
-    if "_asks" not in row:
-        row["_asks"] = is_question(row["action"])
-    asks: bool = row["_asks"]
-    return asks
+def _day(ranking: BeingRanking, slot: int) -> str | None:
+    """The day a memory belongs to: the label of its `when`'s first entry."""
+    day = ranking.day[slot]
+    return day if day is not None else first_date(ranking.when_of(slot))
 
 
 def combine(
     p: Profile,
     semantic: Sequence[tuple[str, float]],
     lexical: Sequence[tuple[str, float]],
-    rows: dict[str, dict[str, Any]],
+    ranking: BeingRanking,
+    slots: Mapping[str, int],
     now: _dt.datetime,
     dates: Sequence[DateSpan] = (),
 ) -> dict[str, float]:
-    """Every row's score from its channel scores or ranks, by the profile's fusion (ADR 0008).
-
-    `rows` are ranking rows (`BeingRanking.row`): `when_json`, `importance`, `activated` (epoch seconds)."""
+    """The score of each node of `slots` (its slot in `ranking`) from its channel scores or ranks, by
+    the profile's fusion (ADR 0008)."""
     sem = dict(semantic)
     lex = dict(lexical)
     top_lex = max(lex.values(), default=0.0) or 1.0
@@ -394,9 +361,11 @@ def combine(
     sem_lo = min(sem.values(), default=0.0)
     sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
     lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
+    importance, activated = ranking.importance, ranking.activated
+    now_s = now.timestamp()
     out: dict[str, float] = {}
     spread = sem_hi - sem_lo
-    for node_id, row in rows.items():
+    for node_id, slot in slots.items():
         if p.fusion == "rrf":
             score = sum(
                 w / (p.rrf_k + rank[node_id])
@@ -413,31 +382,44 @@ def combine(
             score = p.semantic * max(0.0, sem.get(node_id, 0.0)) + p.lexical * lex.get(node_id, 0.0) / top_lex
             score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
         if dates and p.dates > 0:
-            score += p.dates * date_closeness(dates, _dates(row), p.date_days)
+            score += p.dates * date_closeness(dates, node_dates(ranking.when_of(slot)), p.date_days)
         if p.recency:
-            age_days = max(0.0, (now.timestamp() - row["activated"]) / 86400)
-            score += p.importance * row["importance"] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
+            age_days = max(0.0, (now_s - activated[slot]) / 86400)
+            score += p.importance * importance[slot] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
         else:  # no clock arithmetic for a term that weighs nothing
-            score += p.importance * row["importance"]
+            score += p.importance * importance[slot]
         out[node_id] = score if math.isfinite(score) else 0.0
     return out
 
 
 def spread_to_neighbours(
-    p: Profile, scores: dict[str, float], rows: dict[str, dict[str, Any]], seeds: Sequence[str]
+    p: Profile,
+    scores: dict[str, float],
+    ranking: BeingRanking,
+    slots: Mapping[str, int],
+    seeds: Sequence[str],
 ) -> dict[str, float]:
     """Each seed passes a share of its score to the memories noted next to it on the same day
     (`neighbours` each way, `answers` forward from a question), shrinking by `neighbour_decay` per
-    step; a memory keeps the best share it is offered (ADR 0008)."""
-    order = sorted((r["seq"], i) for i, r in rows.items() if r["seq"] is not None)
+    step; a memory keeps the best share it is offered (ADR 0008). `slots`: the nodes scored, by
+    their slot in `ranking`."""
+    seq = ranking.seq
+    order = sorted((seq[s], i) for i, s in slots.items() if seq[s] >= 0)
     at = {i: k for k, (_, i) in enumerate(order)}
+    days: dict[str, str | None] = {}
+
+    def day_of(node_id: str) -> str | None:
+        if node_id not in days:
+            days[node_id] = _day(ranking, slots[node_id])
+        return days[node_id]
+
     offered: dict[str, float] = {}
     for seed in seeds:
         if seed not in at:
             continue
-        row, score = rows[seed], scores.get(seed, 0.0)
-        day = _day(row)
-        asks = _asks(row)
+        score = scores.get(seed, 0.0)
+        day = day_of(seed)
+        asks = ranking.asks[slots[seed]]
         for step in range(1, p.neighbour_radius + 1):
             decay = p.neighbour_decay ** (step - 1)
             for k, share in (
@@ -447,7 +429,7 @@ def spread_to_neighbours(
                 if share <= 0 or not 0 <= k < len(order):
                     continue
                 other = order[k][1]
-                if _day(rows[other]) != day:
+                if day_of(other) != day:
                     continue
                 offered[other] = max(offered.get(other, 0.0), share * decay * score)
     return {i: s + offered.get(i, 0.0) for i, s in scores.items()}

@@ -28,6 +28,7 @@ from domain.scene import SceneInput
 from projections import engine, queries
 from projections.memory import FTS_COLUMNS
 from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
+from projections.ranking_cache import BeingRanking
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
 from services.query_text import first_date
@@ -350,10 +351,10 @@ def test_recall_uses_the_given_vector_and_never_the_embedder(
     assert given.nodes and given.position is not None
 
 
-def test_the_day_of_a_when_read_without_json_is_the_same(engram: Engram) -> None:
+def test_the_day_of_a_when_read_without_json_is_the_same() -> None:
     import json
 
-    for when in (
+    whens = [
         ["2026-05-02"],
         ["2026-05-02", "2026-05-03"],
         [{"date": "2026-05-02", "action": "x"}],
@@ -363,5 +364,16 @@ def test_the_day_of_a_when_read_without_json_is_the_same(engram: Engram) -> None
         ['2026"05-02'],
         ["a\\bcdefghij"],
         [],
-    ):
-        assert _day({"when_json": json.dumps(when, ensure_ascii=False)}) == first_date(when), when
+    ]
+    ranking = BeingRanking("nodes", 0, ["active"])
+    rows = [
+        {"id": f"n{i}", "seq": i, "status": "active", "importance": 0.5, "last_activated_at": None}
+        | {"when_json": json.dumps(when, ensure_ascii=False), "asks": False}
+        for i, when in enumerate(whens)
+    ]
+    assert ranking.apply(rows)
+    for i, when in enumerate(whens):
+        slot = ranking.slot[f"n{i}"]
+        assert _day(ranking, slot) == first_date(when), when
+        assert ranking.when_of(slot) == when
+    assert ranking.day[ranking.slot["n0"]] == "2026-05-02", "a plain date is read without JSON"

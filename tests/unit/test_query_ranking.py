@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from projections.ranking_cache import BeingRanking
 from services.query_text import date_closeness, first_date, is_question, node_dates, query_dates, strip_words
 from services.ranking import PROFILES
 from services.reading import combine, spread_to_neighbours
@@ -19,13 +20,22 @@ NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 def row(
     seq: int | None, day: str = "2023-05-08", action: str = "x", importance: float = 0.5
 ) -> dict[str, Any]:
+    """A memory view row with the columns the ranking copy reads (see `ranked`)."""
     return {
         "seq": seq,
-        "action": action,
-        "when_json": json.dumps([day]),
+        "status": "active",
         "importance": importance,
-        "activated": NOW.timestamp(),
+        "last_activated_at": NOW.isoformat(),
+        "when_json": json.dumps([day]),
+        "asks": is_question(action),
     }
+
+
+def ranked(rows: dict[str, dict[str, Any]]) -> tuple[BeingRanking, dict[str, int]]:
+    """A being's ranking copy holding `rows` (by id), and their slots."""
+    ranking = BeingRanking("nodes", 0, ["active", "dying", "dead"])
+    assert ranking.apply(sorted(({"id": i, **r} for i, r in rows.items()), key=lambda r: r["seq"]))
+    return ranking, ranking.slots(rows)
 
 
 def test_dates_a_query_names() -> None:
@@ -58,27 +68,30 @@ def test_names_leave_the_semantic_query() -> None:
 
 def test_scaled_fusion_arithmetic() -> None:
     p = dataclasses.replace(PROFILES["default"], importance=0.0)
-    rows = {"a": row(1), "b": row(2), "c": row(3)}
-    scores = combine(p, [("a", 0.9), ("b", 0.5), ("c", 0.4)], [("b", 4.0), ("c", 2.0)], rows, NOW)
+    ranking, slots = ranked({"a": row(1), "b": row(2), "c": row(3)})
+    scores = combine(p, [("a", 0.9), ("b", 0.5), ("c", 0.4)], [("b", 4.0), ("c", 2.0)], ranking, slots, NOW)
     # lexical (score / best)²; semantic min-max over the semantic candidates, weight 0.5
     assert scores["a"] == pytest.approx(0.5 * 1.0)
     assert scores["b"] == pytest.approx(1.0 + 0.5 * 0.2)
     assert scores["c"] == pytest.approx(0.25 + 0.0)
-    dated = combine(p, [], [("a", 1.0)], {"a": row(1, "2023-05-09")}, NOW, query_dates("on 8 May 2023"))
+    ranking, slots = ranked({"a": row(1, "2023-05-09")})
+    dated = combine(p, [], [("a", 1.0)], ranking, slots, NOW, query_dates("on 8 May 2023"))
     assert dated["a"] == pytest.approx(1.0 + 0.4 * 2.718281828 ** (-1 / 3))
 
 
 def test_neighbours_share_by_order_day_and_questions() -> None:
     p = PROFILES["default"]  # 0.3 each way, 0.8 forward from a question, a third per further step
-    rows = {
-        "q": row(10, action="What does it mean to you?"),
-        "answer": row(20),
-        "next": row(30),
-        "before": row(5),
-        "other-day": row(40, day="2023-05-09"),
-        "seed": row(50, day="2023-05-09"),
-        "after-seed": row(60, day="2023-05-09"),
-    }
+    ranking, slots = ranked(
+        {
+            "q": row(10, action="What does it mean to you?"),
+            "answer": row(20),
+            "next": row(30),
+            "before": row(5),
+            "other-day": row(40, day="2023-05-09"),
+            "seed": row(50, day="2023-05-09"),
+            "after-seed": row(60, day="2023-05-09"),
+        }
+    )
     scores = {
         "q": 1.0,
         "answer": 0.0,
@@ -88,7 +101,7 @@ def test_neighbours_share_by_order_day_and_questions() -> None:
         "seed": 0.5,
         "after-seed": 0.0,
     }
-    out = spread_to_neighbours(p, scores, rows, ["q", "seed"])
+    out = spread_to_neighbours(p, scores, ranking, slots, ["q", "seed"])
     assert out["answer"] == pytest.approx(0.8)  # the question's answer, one step forward
     assert out["next"] == pytest.approx(0.8 / 3)
     assert out["before"] == pytest.approx(0.3)
@@ -96,7 +109,6 @@ def test_neighbours_share_by_order_day_and_questions() -> None:
     assert out["after-seed"] == pytest.approx(0.3 * 0.5)
     assert out["q"] == 1.0 and out["seed"] == 0.5
     # A memory takes the best offer, not the sum of them.
-    both = spread_to_neighbours(
-        p, {"a": 1.0, "m": 0.0, "b": 1.0}, {"a": row(1), "m": row(2), "b": row(3)}, ["a", "b"]
-    )
+    ranking, slots = ranked({"a": row(1), "m": row(2), "b": row(3)})
+    both = spread_to_neighbours(p, {"a": 1.0, "m": 0.0, "b": 1.0}, ranking, slots, ["a", "b"])
     assert both["m"] == pytest.approx(0.3)
