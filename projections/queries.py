@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from functools import partial
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 import numpy as np
@@ -20,6 +21,7 @@ from projections import engine
 from projections.beings import BEINGS, DIARY
 from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
 from projections.notes import NOTES
+from projections.overlap import Overlap
 from projections.patrol_runs import RUNS
 from projections.ranking_cache import BeingRanking, RankingCache
 from projections.sql import ViewConnection, ViewDatabase, chunks
@@ -175,8 +177,10 @@ def _fts_ranked(
     phrases: Sequence[str],
     limit: int,
     statuses: set[str],
-) -> Hits:
-    """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012).
+) -> tuple[list[Callable[[], Hits]], Callable[[list[Hits]], Hits]]:
+    """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012),
+    as the statements that rank (to run in `conn`'s transaction, in any thread, ADR 0017) and how to
+    merge their lists. The cheap statements that plan them run here.
 
     Exact while the query's postings fit `LEXICAL_BUDGET` (every small being, most queries). Beyond
     it, like a common-terms query: every row holding one of the selective (rarest) terms is ranked
@@ -189,8 +193,9 @@ def _fts_ranked(
     """
     counts = _postings(conn, fts, phrases, LEXICAL_BUDGET + 1)
     present = sorted((n, i) for i, n in enumerate(counts) if n > 0)
+    merge = partial(_best_per_row, limit=limit)
     if not present:
-        return []
+        return [], merge
     chosen: set[int] = set()
     spent = 0
     for n, i in present:
@@ -201,35 +206,56 @@ def _fts_ranked(
     # In the query's own order: bm25 then sums in the same order, to the last bit, as one OR would.
     selective = [p for i, p in enumerate(phrases) if i in chosen]
     common = [p for i, p in enumerate(phrases) if i not in chosen and counts[i] > 0]
+
+    def top(match: str, min_rowid: int | None = None) -> Callable[[], Hits]:
+        return lambda: _fts_top(conn, nodes, fts, match, limit, statuses, min_rowid=min_rowid)
+
     if not common:
-        return _fts_top(conn, nodes, fts, " OR ".join(selective), limit, statuses)
-    lists: list[Hits] = []
+        return [top(" OR ".join(selective))], merge
     any_common = " OR ".join(common)
-    if selective:
-        any_selective = " OR ".join(selective)
-        lists.append(_fts_top(conn, nodes, fts, any_selective, limit, statuses))
-        lists.append(_fts_top(conn, nodes, fts, f"({any_selective}) AND ({any_common})", limit, statuses))
     floor = conn.query_one(
         f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
         [any_common, LEXICAL_WINDOW - 1],
     )
-    lists.append(
-        _fts_top(
-            conn,
-            nodes,
-            fts,
-            any_common,
-            limit,
-            statuses,
-            min_rowid=None if floor is None else floor["rowid"],
-        )
-    )
+    # The common terms' statements first: their bm25 walks every posting of those terms.
+    jobs = [top(any_common, None if floor is None else floor["rowid"])]
+    if selective:
+        any_selective = " OR ".join(selective)
+        jobs += [top(f"({any_selective}) AND ({any_common})"), top(any_selective)]
+    return jobs, merge
+
+
+def _best_per_row(lists: list[Hits], limit: int) -> Hits:
+    """The best `limit` of the union of ranked lists, each row at its best score (ties by id)."""
+    if len(lists) == 1:
+        return lists[0][:limit]
     best: dict[str, float] = {}
     for hits in lists:
         for node_id, score in hits:
             if score > best.get(node_id, float("-inf")):
                 best[node_id] = score
     return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
+
+
+def _ts_ranked(
+    conn: Any,
+    nodes: str,
+    being_id: UUID,
+    terms: Sequence[str],
+    names: Collection[str],
+    limit: int,
+    statuses: Sequence[str],
+) -> Hits:
+    """PostgreSQL's ts_rank_cd top `limit` for the OR of `terms`; weight B holds the actors (and the
+    `when` text): names match there only."""
+    marks = ", ".join("?" for _ in statuses)
+    found = conn.query(
+        f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
+        f"to_tsquery('english', ?) q WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q "
+        "ORDER BY score DESC, id LIMIT ?",
+        [" | ".join(f"{t}:B" if t in names else t for t in terms), str(being_id), *statuses, limit],
+    )
+    return [(str(r["id"]), float(r["score"])) for r in found]
 
 
 def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
@@ -247,10 +273,12 @@ class ReadModels:
         dbs: dict[str, ViewDatabase],
         projections: dict[str, engine.Projection],
         ranking: RankingCache | None = None,
+        overlap: Overlap | None = None,
     ) -> None:
         self.dbs = dbs
         self.projections = projections
         self._ranking = ranking if ranking is not None else RankingCache()
+        self._overlap = overlap if overlap is not None else Overlap()
         self._local = threading.local()  # each thread's held snapshots (see `_held`)
         self._fts: dict[tuple[str, UUID], str] = {}
 
@@ -263,11 +291,16 @@ class ReadModels:
             held = self._local.held = {}
         return held
 
+    def _not_lent(self) -> None:
+        if getattr(self._local, "lent", False):
+            raise RuntimeError("no reads in `lexical_alongside`'s alongside: the connection is the worker's")
+
     @contextmanager
     def snapshot(self, *views: str) -> Iterator[ReadModels]:
         """Hold one read transaction per view in `views` for the block: every read of them inside
         sees the same state, and the transaction and the active tables' lookup are paid once (a
         `query` makes half a dozen reads)."""
+        self._not_lent()
         held = self._held
         with ExitStack() as stack:
             for view in views:
@@ -282,6 +315,7 @@ class ReadModels:
     def _reading(self, view: str) -> Iterator[tuple[ViewConnection, dict[str, str]]]:
         """A connection in a read transaction on `view` and its active tables: the snapshot's if one
         is held, else a transaction of its own."""
+        self._not_lent()
         held = self._held.get(view)
         if held is not None:
             yield held
@@ -447,33 +481,57 @@ class ReadModels:
         query shares with the being's actors, see `actor_terms`) match the actors field only: "Mina"
         finds what Mina did, not every line that greets her (ADR 0008).
         """
+        hits, _ = self._lexical(being_id, text, limit, statuses, actors, None)
+        return hits
+
+    def lexical_alongside(
+        self,
+        alongside: Callable[[], T],
+        being_id: UUID,
+        text: str,
+        limit: int,
+        statuses: Sequence[str] = ("active", "dying"),
+        *,
+        actors: Collection[str] = (),
+    ) -> tuple[Hits, T]:
+        """`lexical`, and `alongside()` run on this thread while the ranking statements run on a worker
+        (ADR 0017). `alongside` must not read the views: their connection is the worker's meanwhile."""
+        hits, other = self._lexical(being_id, text, limit, statuses, actors, alongside)
+        return hits, cast(T, other)
+
+    def _lexical(
+        self,
+        being_id: UUID,
+        text: str,
+        limit: int,
+        statuses: Sequence[str],
+        actors: Collection[str],
+        alongside: Callable[[], T] | None,
+    ) -> tuple[Hits, T | None]:
         terms = query_terms(text)
         if not terms or not statuses:
-            return []
+            return [], alongside() if alongside is not None else None
         names = {a.lower() for a in actors}
         db = self.dbs["memory"]
-        marks = ", ".join("?" for _ in statuses)
         with self._reading("memory") as (conn, tables):
             nodes = tables["nodes"]
+            jobs: list[Callable[[], Hits]] = []
+            merge: Callable[[list[Hits]], Hits] = partial(_best_per_row, limit=limit)
             if db.dialect == "sqlite":
                 fts = self._being_fts(conn, nodes, being_id)
-                if fts is None:
-                    return []
-                phrases = [f'"{actor_term(t)}"' if t in names else f'"{t}"' for t in terms]
-                return _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
-            # Weight B holds the actors (and the `when` text): names match there only.
-            found = conn.query(
-                f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
-                f"to_tsquery('english', ?) q WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q "
-                "ORDER BY score DESC, id LIMIT ?",
-                [
-                    " | ".join(f"{t}:B" if t in names else t for t in terms),
-                    str(being_id),
-                    *statuses,
-                    limit,
-                ],
-            )
-        return [(str(r["id"]), float(r["score"])) for r in found]
+                if fts is not None:
+                    phrases = [f'"{actor_term(t)}"' if t in names else f'"{t}"' for t in terms]
+                    jobs, merge = _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
+            else:
+                jobs = [partial(_ts_ranked, conn, nodes, being_id, terms, names, limit, statuses)]
+            if alongside is None:
+                return merge([job() for job in jobs]), None
+            self._local.lent = True
+            try:
+                results, other = self._overlap.run(jobs, alongside)
+            finally:
+                self._local.lent = False
+        return merge(results), other
 
     def actor_terms(self, being_id: UUID, text: str) -> set[str]:
         """The words of `text` that name one of the being's actors (an indexed lookup per word)."""

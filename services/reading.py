@@ -233,15 +233,23 @@ class Reading:
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
         n = max(p.candidates, k)
         names = read.actor_terms(being_id, text) if p.actors_apart else set()
-        semantic: list[tuple[str, float]] = []
-        if p.semantic > 0:
-            model = self.e.embedder.model_id
-            if vector is None:  # names are matched on the actors field, not in the vectors
-                model, vector = self._vector(strip_words(text, names))
+        model = self.e.embedder.model_id
+        if p.semantic > 0 and vector is None:  # names are matched on the actors field, not in the vectors
+            model, vector = self._vector(strip_words(text, names))
+
+        def search_vectors() -> list[tuple[str, float]]:
+            if p.semantic <= 0 or vector is None:
+                return []
             found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
-            semantic = [(str(i), s) for i, s in found]
+            return [(str(i), s) for i, s in found]
+
         with read.snapshot("memory") as snapshot:  # one read transaction for the statements below
-            lexical = snapshot.lexical(being_id, text, n, statuses, actors=names) if p.lexical > 0 else []
+            if p.lexical > 0:  # the vector search runs while the full-text statements do (ADR 0017)
+                lexical, semantic = snapshot.lexical_alongside(
+                    search_vectors, being_id, text, n, statuses, actors=names
+                )
+            else:
+                lexical, semantic = [], search_vectors()
             best, full = self._rank(snapshot, p, being_id, text, k, statuses, semantic, lexical)
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         position = (

@@ -25,6 +25,7 @@ from projections.beings import BeingsView
 from projections.engine import EventSource, Projection
 from projections.memory import MemoryView
 from projections.notes import NotesView
+from projections.overlap import Overlap
 from projections.patrol_runs import PatrolRunsView
 from projections.queries import ReadModels
 from projections.ranking_cache import RankingCache
@@ -144,6 +145,7 @@ class Views:
         # has nothing to do and skips reading the view's position again.
         self._reached: dict[str, int] = {}
         self.ranking = RankingCache(settings.ranking_cache_nodes)
+        self.overlap = Overlap()
 
     def _open_vector_index(self) -> VectorIndex:
         from adapters.vectors import build_vector_index
@@ -162,7 +164,7 @@ class Views:
     @property
     def read(self) -> ReadModels:
         """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
-        return ReadModels(self.dbs, self.projections, self.ranking)
+        return ReadModels(self.dbs, self.projections, self.ranking, self.overlap)
 
     @property
     def _dir(self) -> Path:
@@ -375,6 +377,7 @@ class Views:
                 lock.release()
 
     def close(self) -> None:
+        self.overlap.close()
         for lock in self._catch_up_locks.values():
             lock.close()
         if self.vectors_view._index is not None:

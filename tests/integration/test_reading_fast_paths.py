@@ -236,6 +236,9 @@ def test_lexical_matches_the_join_of_every_match(
                 )
                 assert len(got) == len(want), (text, limit, statuses)
                 same_ranking(got, want)
+                # Ranked on a worker beside other work (ADR 0017): the same list, every regime.
+                alongside = read.lexical_alongside(lambda: "x", being_id, text, limit, statuses, actors=names)
+                assert alongside == (got, "x")
                 assert set(i for i, _ in got) <= set(ids)
     if budget == 10**6:
         # The exact regime is the plain OR, to the last bit.
@@ -354,7 +357,7 @@ def test_recall_uses_the_given_vector_and_never_the_embedder(
 def test_the_day_of_a_when_read_without_json_is_the_same() -> None:
     import json
 
-    whens = [
+    whens: list[list[Any]] = [
         ["2026-05-02"],
         ["2026-05-02", "2026-05-03"],
         [{"date": "2026-05-02", "action": "x"}],
