@@ -305,7 +305,7 @@ class MemoryView(Projection):
         if narrow:
             sets = ", ".join(f"{c} = ?" for c in _STATE_COLUMNS)
             batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", narrow)
-            nodes.dirty.difference_update(r[-1] for r in narrow)
+            nodes.written(r[-1] for r in narrow)
         self._fts_forget(batch)
 
     def _fts_forget(self, batch: Batch) -> None:
@@ -316,7 +316,7 @@ class MemoryView(Projection):
             return
         keys = sorted(nodes.dirty)
         batch.scratch["fts_keys"] = keys
-        if nodes.complete and not (nodes.stored & nodes.dirty):
+        if nodes.complete and nodes.stored.isdisjoint(nodes.dirty):
             return  # a rebuild's new rows: none is stored yet
         cols = ", ".join(FTS_COLUMNS)
         for being_id, rows in _fts_rows(batch.conn, nodes.physical, keys).items():

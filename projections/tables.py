@@ -91,7 +91,9 @@ class RowCache:
     spec: TableSpec
     physical: str
     rows: dict[str, dict[str, Any] | None] = field(default_factory=dict)
-    dirty: set[str] = field(default_factory=set)
+    dirty: dict[str, None] = field(default_factory=dict)
+    """Keys written since the last flush, in the order first written: new rows are inserted in
+    that order (the log's), so a table's rowids follow the log in every process and every rebuild."""
     complete: bool = False
     """Every row of the table is in `rows` (see the module's docstring): a key not held has no row."""
     stored: set[str] = field(default_factory=set)
@@ -129,11 +131,16 @@ class RowCache:
     def put(self, row: dict[str, Any]) -> None:
         key = str(row[self.spec.key])
         self.rows[key] = row
-        self.dirty.add(key)
+        self.dirty[key] = None
 
     def delete(self, key: str) -> None:
         self.rows[key] = None
-        self.dirty.add(key)
+        self.dirty[key] = None
+
+    def written(self, keys: Iterable[str]) -> None:
+        """`keys` were written by other means (a narrower UPDATE): the flush leaves them alone."""
+        for key in keys:
+            self.dirty.pop(key, None)
 
     def flush(self, conn: ViewConnection) -> None:
         if not self.dirty:

@@ -433,7 +433,7 @@ class VectorsView(Projection):
         for rows, columns in ((narrow, sets), (moving, f"cluster_id = ?, {sets}")):
             if rows:
                 batch.conn.executemany(f"UPDATE {nodes.physical} SET {columns} WHERE id = ?", rows)
-                nodes.dirty.difference_update(r[-1] for r in rows)
+                nodes.written(r[-1] for r in rows)
 
     def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         for row in conn.query(f"SELECT * FROM {db.table('collections', generation)}"):
