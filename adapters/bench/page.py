@@ -285,7 +285,8 @@ def patrol(results: dict[str, Result]) -> str | None:
     body = [
         "Patrol's mechanical steps (no LLM) on a being of N nodes where about 1 % of the nodes become "
         "dying each cycle and 0.1 % (dead ones) are read before it so that ❺ revives them; medians of "
-        "the measured patrols, seconds. Building the beings is not measured.",
+        "the measured patrols, seconds. Building the beings is not measured. The fixed-number run "
+        "holds both fixed: 100 become dying and 10 dead ones are read, at every size.",
     ]
     for key, label in (("patrol", "1 % of nodes change"), ("patrol-fixed", "a fixed number change")):
         r = results.get(key)

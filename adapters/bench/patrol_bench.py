@@ -6,9 +6,9 @@ domain (batched saves of 200 aggregates, random cluster-coherent 384-dim vectors
 sub-clusters of ~100 nodes and 1% in the roots. Last activations are spread so that at every
 measured cycle 1% of the nodes cross eff_imp ≤ 0.05 and ❸ flags them (`--dying 100`: a fixed count
 instead), and before each measured patrol 0.1% of the nodes, dead ones, are read (❺ revives
-them). Each measured patrol runs without an LLM (❹ ❻ and the diary are skipped) and without new
-notes; per-step durations come from the patrol's own report. The figures are medians over `--runs`
-successive patrols (successive cycles, each with its own 1%).
+them; with `--dying 100`, 10 at every size). Each measured patrol runs without an LLM (❹ ❻ and
+the diary are skipped) and without new notes; per-step durations come from the patrol's own report.
+The figures are medians over `--runs` successive patrols (successive cycles, each with its own 1%).
 
 Part 2: ❶ on `--scenes` new scene notes with the offline MiniLM embedder (scenes/s), next to the
 embedder alone on the same texts (its own ceiling).
@@ -54,6 +54,7 @@ MODEL = f"hashing-{DIM}"  # the hashing embedder's model id, so patrol's vector 
 TARGET_CYCLE = 100  # the first measured patrol's cycle
 SLOTS = 6  # measured cycles (at most) with their share of nodes becoming dying
 REVIVED = 0.001  # share of nodes (dead) read before each measured patrol
+REVIVED_FIXED = 10  # with `--dying N` (a fixed count): dead nodes read before each patrol, at every size
 MECHANICAL = [
     PatrolStep.NOTES_TO_NODES,
     PatrolStep.BIRTH_SUBCLUSTERS,
@@ -145,6 +146,12 @@ def dying_per_cycle(n: int, dying: str) -> float:
     return n * float(dying[:-1]) / 100 if dying.endswith("%") else float(dying)
 
 
+def revived_per_run(n: int, dying: str) -> int:
+    """Dead nodes read before each patrol: 0.1 % of the nodes, or with a fixed dying count a fixed
+    number too, so that the fixed run does the same work at every size (ADR 0013)."""
+    return max(1, int(n * REVIVED)) if dying.endswith("%") else REVIVED_FIXED
+
+
 def bench_size(
     n: int, runs: int, dying: str, root: Path, database_url: str | None, log: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -156,7 +163,7 @@ def bench_size(
             per_run: list[dict[str, float]] = []
             totals: list[float] = []
             counts: list[dict[str, Any]] = []
-            per_read = max(1, int(n * REVIVED))
+            per_read = revived_per_run(n, dying)
             for r in range(runs):
                 read_dead(engram, being_id, dead[r * per_read : (r + 1) * per_read])
                 started = time.perf_counter()
@@ -255,6 +262,7 @@ def main() -> None:
         "backend": "postgres" if args.database_url else "sqlite",
         "vector_index": "qdrant-edge",
         "dying": args.dying,
+        "revived": "0.1%" if args.dying.endswith("%") else REVIVED_FIXED,
         "runs": args.runs,
     }
     results: list[dict[str, Any]] = []
@@ -282,7 +290,7 @@ def main() -> None:
     print(f"load average at end {meta['load_average_end']} (other processes may share the machine)")
     print(f"backend {meta['backend']}, vector index {meta['vector_index']}")
     print(
-        f"\nmechanical steps, no LLM, {args.dying} of the nodes becoming dying per cycle, {REVIVED:.1%} revived; "
+        f"\nmechanical steps, no LLM, {args.dying} of the nodes becoming dying per cycle, {meta['revived']} revived; "
         f"medians of {args.runs} patrols (s)\n"
     )
     header = ["step", *[f"{r['nodes']:,} nodes" for r in results]]
