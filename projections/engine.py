@@ -14,11 +14,13 @@ import gc
 import queue
 import threading
 import time
+import weakref
 from abc import ABC
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+from uuid import UUID
 
 import structlog
 from eventsourcing.persistence import Notification
@@ -46,7 +48,13 @@ later batches read rows back from the table like live processing does."""
 
 
 class EventSource(Protocol):
-    """The part of the event log that projections read."""
+    """The part of the event log that projections read.
+
+    A source whose log may give a position to a second event after a power cut (SQLite, when commits
+    skipped the wait for the disk: ADR 0018) also has `reuses_positions = True` and `key_at(position)`,
+    the `event_key` of the event at a position (None where there is none). Views then check, before
+    each batch, that the event at their position is still the one they applied.
+    """
 
     def head(self) -> int: ...
 
@@ -69,6 +77,39 @@ def read_events(
     if bulk is not None:
         return list(bulk(start, limit, topics, stop))
     return [(n.id, source.decode(n)) for n in source.notifications(start, limit, topics, stop=stop)]
+
+
+class LogDiverged(RuntimeError):
+    """The log no longer holds, at a view's position, the event the view applied there: a power cut
+    lost the end of the log after the view had applied it, and the position went to another event
+    (ADR 0018). The view must be rebuilt from the log."""
+
+    def __init__(self, view: str, position: int, found: str) -> None:
+        super().__init__(
+            f"view {view}: the log no longer holds the event the view applied at position {position} "
+            f"({found}); rebuild the view"
+        )
+        self.view, self.position = view, position
+
+
+def event_key(event: Any) -> str:
+    """What identifies an event in the log, whatever its position: its aggregate and version."""
+    originator = event.originator_id
+    return f"{originator.hex if isinstance(originator, UUID) else originator}:{event.originator_version}"
+
+
+_checked: weakref.WeakKeyDictionary[ViewDatabase, tuple[int, int, str | None]] = weakref.WeakKeyDictionary()
+"""Per view database, the (generation, position, key) this process last read from the log or found
+there: a power cut, the only way the log loses events, ends the process too, so a tracking row that
+still holds exactly this was checked already."""
+
+
+def _key_lookup(source: EventSource) -> Callable[[int], str | None] | None:
+    """The source's `key_at`, when its positions can be reused (else None: nothing to check)."""
+    if not getattr(source, "reuses_positions", False):
+        return None
+    key_at: Callable[[int], str | None] = source.key_at  # type: ignore[attr-defined]
+    return key_at
 
 
 Handler = Callable[[Any, "Batch", Any], None]
@@ -197,9 +238,10 @@ def initialise(db: ViewDatabase, projection: Projection) -> None:
             "schema_version INTEGER NOT NULL, last_error TEXT, last_error_at TEXT)"
         )
         conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {tracking} "
-            "(generation INTEGER PRIMARY KEY, position BIGINT NOT NULL, updated_at DOUBLE PRECISION NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS {tracking} (generation INTEGER PRIMARY KEY, position BIGINT NOT NULL, "
+            "updated_at DOUBLE PRECISION NOT NULL, event_key TEXT)"
         )
+        _add_event_key(conn, tracking)
         if conn.query_one(f"SELECT name FROM {meta} WHERE name = ?", [projection.name]) is None:
             projection.create_schema(db, conn, 1)
             conn.execute(
@@ -209,6 +251,24 @@ def initialise(db: ViewDatabase, projection: Projection) -> None:
             conn.execute(
                 f"INSERT INTO {tracking} (generation, position, updated_at) VALUES (1, 0, ?)", [time.time()]
             )
+
+
+def _add_event_key(conn: ViewConnection, tracking: str) -> None:
+    """Views tracked before ADR 0018 gain the column; their key stays NULL (unchecked) until their
+    next batch."""
+    if conn.dialect == "postgres":
+        # Asked first: ALTER TABLE takes an exclusive lock even when the column exists.
+        present = conn.query_one(
+            "SELECT 1 AS present FROM information_schema.columns "
+            "WHERE table_schema = current_schema() AND table_name = ? AND column_name = 'event_key'",
+            [tracking],
+        )
+    else:
+        present = next(
+            (r for r in conn.query(f"PRAGMA table_info({tracking})") if r["name"] == "event_key"), None
+        )
+    if present is None:
+        conn.execute(f"ALTER TABLE {tracking} ADD COLUMN event_key TEXT")
 
 
 @dataclass(frozen=True)
@@ -282,22 +342,35 @@ def record_error(db: ViewDatabase, projection: Projection, error: str | None) ->
 
 
 def _tracked(conn: ViewConnection, db: ViewDatabase, generation: int) -> int:
+    return _tracking(conn, db, generation)[0]
+
+
+def _tracking(conn: ViewConnection, db: ViewDatabase, generation: int) -> tuple[int, str | None]:
+    """(position, event key) of a generation."""
     _, tracking = _meta(db)
-    row = conn.query_one(f"SELECT position FROM {tracking} WHERE generation = ?", [generation])
-    return int(row["position"]) if row else 0
+    row = conn.query_one(f"SELECT position, event_key FROM {tracking} WHERE generation = ?", [generation])
+    return (int(row["position"]), row["event_key"]) if row else (0, None)
 
 
 def active_position(conn: ViewConnection, db: ViewDatabase, projection: Projection) -> tuple[int, int]:
     """(active generation, its tracked position) in one query."""
+    generation, (position, _) = _active_tracking(conn, db, projection)
+    return generation, position
+
+
+def _active_tracking(
+    conn: ViewConnection, db: ViewDatabase, projection: Projection
+) -> tuple[int, tuple[int, str | None]]:
+    """(active generation, (its tracked position, event key)) in one query."""
     meta, tracking = _meta(db)
     row = conn.query_one(
-        f"SELECT m.active_generation AS generation, t.position AS position FROM {meta} m "
-        f"LEFT JOIN {tracking} t ON t.generation = m.active_generation WHERE m.name = ?",
+        f"SELECT m.active_generation AS generation, t.position AS position, t.event_key AS event_key "
+        f"FROM {meta} m LEFT JOIN {tracking} t ON t.generation = m.active_generation WHERE m.name = ?",
         [projection.name],
     )
     if row is None:
         raise LookupError(f"view {projection.name} is not initialised")
-    return int(row["generation"]), int(row["position"] or 0)
+    return int(row["generation"]), (int(row["position"] or 0), row["event_key"])
 
 
 def _apply_batch(
@@ -309,27 +382,48 @@ def _apply_batch(
     limit: int,
     *,
     active: bool = True,
-    start: int | None = None,
+    start: tuple[int, str | None] | None = None,
     head: int | None = None,
     caches: dict[str, RowCache] | None = None,
 ) -> tuple[int, int]:
     """Apply up to `limit` events after the generation's position; return (events seen, new position).
 
-    `start` (the generation's position, read in this transaction) and `head` (a log position already
-    committed) spare the queries when the caller knows them. `caches` are kept from batch to batch
-    by a rebuild; by default each batch starts with empty ones.
+    `start` (the generation's position and event key, read in this transaction) and `head` (a log
+    position already committed) spare the queries when the caller knows them. `caches` are kept from
+    batch to batch by a rebuild; by default each batch starts with empty ones.
+
+    Raises `LogDiverged` when the log no longer holds the event the view applied at its position.
     """
     _, tracking = _meta(db)
-    if start is None:
-        start = _tracked(conn, db, generation)
+    position, tracked_key = _tracking(conn, db, generation) if start is None else start
+    key_at = _key_lookup(source)
+    checked = (generation, position, tracked_key)
+    if key_at is not None and tracked_key is not None and position > 0 and _checked.get(db) != checked:
+        found = key_at(position)
+        if found != tracked_key:
+            raise LogDiverged(
+                projection.name, position, f"{found or 'no event'} where it applied {tracked_key}"
+            )
+        _checked[db] = checked
     # Read the head first: if fewer than `limit` matching events come back, the view has seen
     # everything up to that head, also the events of topics it does not handle.
     if head is None:
         head = source.head()
-    if head <= start:
-        return 0, start
-    events = read_events(source, start + 1, limit, projection.topics, stop=head)
+        if head < position:  # the log ends before what the view applied
+            raise LogDiverged(projection.name, position, f"the log ends at {head}")
+    if head <= position:
+        return 0, position
+    events = read_events(source, position + 1, limit, projection.topics, stop=head)
     new_position = head if len(events) < limit else events[-1][0]
+    new_key: str | None = None
+    if events and events[-1][0] == new_position:
+        new_key = event_key(events[-1][1])
+    elif key_at is not None:
+        new_key = key_at(new_position)
+    if key_at is not None and new_key is not None:
+        # This process read that key from the log itself: the next batch need not read it again.
+        # (Were this transaction rolled back, the row would not match and the check would run.)
+        _checked[db] = (generation, new_position, new_key)
     if caches is None:
         caches = {spec.name: RowCache(spec, db.table(spec.name, generation)) for spec in projection.tables}
     batch = Batch(conn=conn, caches=caches, generation=generation, active=active)
@@ -339,8 +433,8 @@ def _apply_batch(
         cache.flush(conn)
     projection.after_flush(batch)
     conn.execute(
-        f"UPDATE {tracking} SET position = ?, updated_at = ? WHERE generation = ?",
-        [new_position, time.time(), generation],
+        f"UPDATE {tracking} SET position = ?, updated_at = ?, event_key = ? WHERE generation = ?",
+        [new_position, time.time(), new_key, generation],
     )
     return len(events), new_position
 
@@ -376,8 +470,8 @@ def catch_up(
     total = 0
     while True:
         with db.write() as conn:
-            generation, start = active_position(conn, db, projection)
-            if start >= target:
+            generation, start = _active_tracking(conn, db, projection)
+            if start[0] >= target:
                 return total
             count, position = _apply_batch(
                 db, conn, projection, source, generation, limit, start=start, head=target
@@ -628,9 +722,15 @@ class _Build:
         for cache in self.caches.values():
             cache.flush(conn)
         self.projection.after_flush(batch)
+        last = events[-1] if events else None
         conn.execute(
-            f"UPDATE {tracking} SET position = ?, updated_at = ? WHERE generation = ?",
-            [position, time.time(), self.generation],
+            f"UPDATE {tracking} SET position = ?, updated_at = ?, event_key = ? WHERE generation = ?",
+            [
+                position,
+                time.time(),
+                event_key(last[1]) if last and last[0] == position else None,
+                self.generation,
+            ],
         )
         self.position = position
         self.done += len(events)

@@ -138,7 +138,8 @@ class Reading:
             nodes = self.e.store.get_many(MemoryNode, [UUID(r["id"]) for r in rows], being_id=being_id)
             for node in nodes:
                 node.reactivate(source, cycle, at)
-            return self.e.store.save(*nodes)  # type: ignore[no-any-return]
+            # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
+            return self.e.store.save(*nodes, durable=False)  # type: ignore[no-any-return]
 
         return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)  # type: ignore[no-any-return]
 

@@ -18,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, Notification, RecordConfli
 
 from adapters.eventstore import batch_reads
 from adapters.eventstore.log_reader import EventLogSource
+from adapters.eventstore.recorders import DURABLE
 from services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
@@ -91,10 +92,15 @@ class AggregateStore:
         except NotFound:
             return None
 
-    def save(self, *aggregates: Aggregate) -> int | None:
-        """Save all pending events in one transaction; return the log position of the last one."""
+    def save(self, *aggregates: Aggregate, durable: bool = True) -> int | None:
+        """Save all pending events in one transaction; return the log position of the last one.
+
+        `durable=False`: the commit does not wait for the disk. It is atomic and survives a crash of
+        the process, but a power cut just after it may lose it (with the commits after it, never
+        alone). For touches only, such as a recall's reactivations (ADR 0018).
+        """
         try:
-            recordings = self.app.save(*aggregates)
+            recordings = self.app.save(*aggregates, **({} if durable else {DURABLE: False}))
         except (IntegrityError, RecordConflictError) as exc:
             raise WriteRaced(exc) from exc
         if not recordings:
@@ -140,6 +146,14 @@ class AggregateStore:
     ) -> list[tuple[int, str, Any]]:
         """`decoded_events` with each event's stored topic (services/views.py shares one read)."""
         return self.log.tagged_events(start, limit, topics, stop)
+
+    @property
+    def reuses_positions(self) -> bool:
+        """See `EventLogSource.reuses_positions` (the views check their position against it)."""
+        return self.log.reuses_positions
+
+    def key_at(self, position: int) -> str | None:
+        return self.log.key_at(position)
 
     def close(self) -> None:
         self.app.close()

@@ -72,6 +72,14 @@ class SharedRead:
     def head(self) -> int:
         return self.source.head()
 
+    @property
+    def reuses_positions(self) -> bool:
+        return bool(getattr(self.source, "reuses_positions", False))
+
+    def key_at(self, position: int) -> str | None:
+        key_at: Callable[[int], str | None] = self.source.key_at  # type: ignore[attr-defined]
+        return key_at(position)
+
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> Sequence[Notification]:
@@ -233,6 +241,8 @@ class Views:
             if needs_rebuild:
                 self._upgrade(name, engine.status(db, projection).schema_version)
                 behind.append((name, -1))  # position unknown after the upgrade; not cached
+            elif head is not None and reached > head:  # the log lost what the view applied (ADR 0018)
+                self.rebuild_diverged(name, engine.LogDiverged(name, reached, f"the log ends at {head}"))
             else:
                 self._saw(name, reached)
                 if reached < target:
@@ -250,6 +260,8 @@ class Views:
                         head=head,
                         limit=self.settings.projection_batch_size,
                     )
+                except engine.LogDiverged as exc:
+                    self.rebuild_diverged(name, exc)
                 finally:
                     lock.release()
                 if head is not None and reached >= 0:
@@ -277,6 +289,13 @@ class Views:
     def _saw(self, name: str, position: int) -> None:
         if position > self._reached.get(name, -1):
             self._reached[name] = position
+
+    def rebuild_diverged(self, name: str, exc: engine.LogDiverged) -> None:
+        """The log lost events this view had applied (a power cut after commits that skipped the
+        wait for the disk, ADR 0018): rebuild it from the log as it is."""
+        log.error("view is ahead of the log; rebuilding it", view=name, reason=str(exc))
+        self._reached.pop(name, None)
+        self.rebuild(name)
 
     def _upgrade(self, name: str, stored: int) -> None:
         """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""

@@ -207,6 +207,14 @@ class Worker:
             self.stop_event.wait(1.0)
         return None
 
+    def _rebuilt(self, name: str, diverged: engine.LogDiverged) -> bool:
+        try:
+            self.views.rebuild_diverged(name, diverged)
+        except Exception:
+            log.error("rebuilding a view that is ahead of the log failed", projection=name, exc_info=True)
+            return False
+        return True
+
     def _loop(self, name: str) -> None:
         lock = self._acquire(name)
         if lock is None:
@@ -223,6 +231,8 @@ class Worker:
                         db, projection, self.views.source, limit=self.views.settings.projection_batch_size
                     )
                 except Exception as exc:
+                    if isinstance(exc, engine.LogDiverged) and self._rebuilt(name, exc):
+                        continue
                     self.stats[name]["errors"] += 1
                     failing = True
                     reason = f"{type(exc).__name__}: {exc}"

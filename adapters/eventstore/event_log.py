@@ -14,6 +14,7 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import JSONTranscoder, Recording
 
+from adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
 from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
 from domain.being import Being
 from domain.node import MemoryNode
@@ -28,7 +29,7 @@ def _postgres_env(url: str) -> dict[str, str]:
     if parsed.scheme not in ("postgres", "postgresql", "postgresql+psycopg"):
         raise ValueError("ENGRAM_DATABASE_URL must be a postgresql:// URL")
     env = {
-        "PERSISTENCE_MODULE": "eventsourcing.postgres",
+        "PERSISTENCE_MODULE": POSTGRES_FACTORY,
         "POSTGRES_DBNAME": unquote(parsed.path.lstrip("/")) or "engram",
         "POSTGRES_HOST": unquote(parsed.hostname or "localhost"),
         "POSTGRES_PORT": str(parsed.port or 5432),
@@ -53,7 +54,7 @@ def event_log_env(data_dir: Path, database_url: str | None) -> dict[str, str]:
         return _postgres_env(database_url)
     data_dir.mkdir(parents=True, exist_ok=True)
     return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "PERSISTENCE_MODULE": SQLITE_FACTORY,
         "SQLITE_DBNAME": str(data_dir / "events.sqlite3"),
         "SQLITE_LOCK_TIMEOUT": "10",
     }
@@ -78,7 +79,7 @@ def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     with an advisory lock.
     """
     env = event_log_env(data_dir, database_url)
-    if env["PERSISTENCE_MODULE"] != "eventsourcing.postgres":
+    if env["PERSISTENCE_MODULE"] != POSTGRES_FACTORY:
         return EventLog(env=env)
     import psycopg
 

@@ -40,6 +40,31 @@ class EventLogSource:
     def head(self) -> int:
         return self.app.recorder.max_notification_id() or 0
 
+    @property
+    def reuses_positions(self) -> bool:
+        """Whether a power cut may give a position to a second event (ADR 0018): on SQLite, a commit
+        that skipped the fsync may be lost and its rowid taken again. PostgreSQL's sequence never
+        hands a value out twice, and its write-ahead log is one stream with the views'."""
+        return isinstance(self.app.recorder, SQLiteApplicationRecorder)
+
+    def key_at(self, position: int) -> str | None:
+        """The `engine.event_key` of the event at `position`, None where there is none."""
+        recorder = self.app.recorder
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            sql = (
+                f"SELECT originator_id, originator_version FROM {recorder.events_table_name} WHERE rowid = ?"
+            )
+            with recorder.datastore.transaction(commit=False) as c:
+                c.execute(sql, [position])
+                row = c.fetchone()
+        else:
+            found = self.notifications(position, 1, stop=position)
+            row = (found[0].originator_id, found[0].originator_version) if found else None
+        if row is None:
+            return None
+        originator = row[0]
+        return f"{originator.hex if isinstance(originator, UUID) else originator}:{row[1]}"
+
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> Sequence[Notification]:
