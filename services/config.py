@@ -60,6 +60,14 @@ class Settings(BaseSettings):
     consistency_timeout_s: float = Field(
         10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."
     )
+    vector_search_threads: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Threads each Qdrant Edge shard searches its segments with (ADR 0019). One is the "
+        "fastest where requests already run side by side; more helps a shard of many large segments on "
+        "an idle machine.",
+    )
     vector_optimize_min_points: int = Field(
         10_000,
         ge=1,

@@ -37,4 +37,6 @@ def build_vector_index(settings: Any, data_dir: Path) -> VectorIndex:
         return QdrantVectorIndex.from_url(
             str(url), api_key=_secret(getattr(settings, "qdrant_api_key", None))
         )
-    return EdgeVectorIndex(Path(data_dir) / "vectors")
+    return EdgeVectorIndex(
+        Path(data_dir) / "vectors", search_threads=getattr(settings, "vector_search_threads", 1)
+    )

@@ -190,18 +190,26 @@ class EdgeVectorIndex:
     """Collections as Qdrant Edge shards under `root`; thread-safe within one process."""
 
     def __init__(
-        self, root: Path, *, indexing_threshold_kb: int | None = None, hnsw_ef: int | None = None
+        self,
+        root: Path,
+        *,
+        indexing_threshold_kb: int | None = None,
+        hnsw_ef: int | None = None,
+        search_threads: int | None = 1,
     ) -> None:
         """`indexing_threshold_kb`: segments smaller than this stay unindexed by `optimize()`
         (Qdrant's default, 10 MB, when None); tests lower it to exercise HNSW on small data.
         The threshold is stored with a collection when it is created.
         `hnsw_ef`: search breadth once HNSW is built (the engine's default when None): higher
-        trades latency for recall."""
+        trades latency for recall.
+        `search_threads`: the size of each shard's search pool, which reads a search's segments in
+        parallel (None: the engine's default, from the CPU count). Set at every open (ADR 0019)."""
         self._root = Path(root)
         self._collections_dir = self._root / "collections"
         self._collections_dir.mkdir(parents=True, exist_ok=True)
         self._aliases_path = self._root / _ALIASES_FILE
         self._indexing_threshold_kb = indexing_threshold_kb
+        self._search_threads = search_threads
         self._search_params = SearchParams(hnsw_ef=hnsw_ef) if hnsw_ef is not None else None
         # One lock for the shard table and the alias cache: both change rarely, reads are short.
         self._lock = threading.RLock()
@@ -504,7 +512,7 @@ class EdgeVectorIndex:
     def _swap_in(self, name: str, copy: Path, retired: Path) -> float:
         """Replay the journal onto the optimized copy and put it in the shard's place; returns
         how long every use of the collection was held."""
-        replacement = _load(copy, None)
+        replacement = _load(copy, self._open_config(copy))
         closed = False
         try:
             done = self._replay(name, replacement, 0)  # most of it while the shard still serves
@@ -535,7 +543,7 @@ class EdgeVectorIndex:
                     raise
                 _fsync_dir(self._collections_dir)
                 _fsync_dir(retired.parent)
-                shard = _load(path, None)
+                shard = _load(path, self._open_config(path))
                 with self._lock:
                     self._shards[name] = shard
                 return time.perf_counter() - held
@@ -583,6 +591,19 @@ class EdgeVectorIndex:
             vectors=EdgeVectorParams(size=dim, distance=Distance.Cosine),
             hnsw_config=hnsw,
             optimizers=optimizers,
+            max_search_threads=self._search_threads,
+        )
+
+    def _open_config(self, path: Path) -> EdgeConfig | None:
+        """What to load a shard with when its size is not known here: the stored vector size (Edge
+        needs one in any config) and this index's search threads; the rest stays as stored."""
+        if self._search_threads is None:
+            return None
+        stored = json.loads((path / _CONFIG_FILE).read_text())
+        [params] = stored["vectors"].values()
+        return EdgeConfig(
+            vectors=EdgeVectorParams(size=int(params["size"]), distance=Distance.Cosine),
+            max_search_threads=self._search_threads,
         )
 
     def _check_open(self) -> None:
@@ -608,7 +629,7 @@ class EdgeVectorIndex:
             path = self._collection_path(collection)
             if not (path / _CONFIG_FILE).exists():
                 raise KeyError(f"vector collection {collection!r} does not exist")
-            shard = _load(path, None)
+            shard = _load(path, self._open_config(path))
             self._shards[collection] = shard
         return shard
 

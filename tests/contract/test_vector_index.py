@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -569,6 +570,33 @@ def test_edge_reopen_keeps_points_and_aliases(tmp_path: Path) -> None:
             third.ensure_collection("nodes", DIM * 2)
     finally:
         third.close()
+
+
+def test_edge_opens_each_shard_with_its_search_threads_and_finds_the_same(tmp_path: Path) -> None:
+    """The pool that searches a shard's segments is set at every open, also of a shard opened by
+    name only (its size read from disk), and does not change what a search finds (ADR 0019)."""
+    rng = np.random.default_rng(16)
+    root = tmp_path / "vectors"
+    first = EdgeVectorIndex(root, indexing_threshold_kb=EDGE_TEST_INDEXING_THRESHOLD_KB, search_threads=3)
+    first.ensure_collection("nodes_v1", DIM)
+    points = [point(v, BEING_A, i) for i, v in enumerate(unit(rng, 60))]
+    first.upsert("nodes_v1", points[:40])
+    first.optimize("nodes_v1")  # an indexed segment, then an appendable one: a search reads both
+    first.upsert("nodes_v1", points[40:])
+    queries = unit(rng, 5)
+    before = [[h.id for h in first.search("nodes_v1", BEING_A, q, 10)] for q in queries]
+    stored = json.loads((root / "collections" / "nodes_v1" / "edge_config.json").read_text())
+    assert stored["max_search_threads"] == 3
+    first.close()
+
+    second = EdgeVectorIndex(root)  # the default: one thread
+    try:
+        assert second.count("nodes_v1", BEING_A) == 60  # opened by name, without ensure_collection
+        stored = json.loads((root / "collections" / "nodes_v1" / "edge_config.json").read_text())
+        assert stored["max_search_threads"] == 1
+        assert [[h.id for h in second.search("nodes_v1", BEING_A, q, 10)] for q in queries] == before
+    finally:
+        second.close()
 
 
 def test_edge_sees_an_alias_switched_by_another_instance(tmp_path: Path) -> None:
