@@ -8,11 +8,13 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from projections.ranking_cache import BeingRanking
 from services.query_text import date_closeness, first_date, is_question, node_dates, query_dates, strip_words
 from services.ranking import PROFILES
-from services.reading import combine, spread_to_neighbours
+from services.reading import best_of, combine, spread_to_neighbours
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 
@@ -112,3 +114,53 @@ def test_neighbours_share_by_order_day_and_questions() -> None:
     ranking, slots = ranked({"a": row(1), "m": row(2), "b": row(3)})
     both = spread_to_neighbours(p, {"a": 1.0, "m": 0.0, "b": 1.0}, ranking, slots, ["a", "b"])
     assert both["m"] == pytest.approx(0.3)
+
+
+@given(
+    st.dictionaries(
+        st.text("abcdef", min_size=1, max_size=3),
+        st.one_of(st.sampled_from([0.0, 0.25, 0.5, 1.0]), st.floats(-1e6, 1e6, allow_nan=False)),
+        max_size=60,
+    ),
+    st.integers(0, 70),
+)
+def test_best_of_is_the_sorted_cut(scores: dict[str, float], k: int) -> None:
+    """`best_of` sorts only what can make the cut, and gives what sorting everything gives: ties
+    (many, from the sampled scores) broken by id."""
+    assert best_of(scores, k) == sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def test_the_default_profile_scores_by_its_formula() -> None:
+    """`combine` for the default profile (scaled fusion, no dates in the query): lexical weight x
+    (bm25 / best bm25) ^ power + semantic weight x the similarity scaled to [0, 1] over the query's
+    candidates + importance weight x importance; nodes outside a channel get nothing from it."""
+    ranking = BeingRanking("t", 1, ["active", "dying", "dead"])
+    rows = [
+        {
+            "id": f"n{i}",
+            "seq": i,
+            "status": "active",
+            "importance": 0.1 * (i % 7),
+            "last_activated_at": None,
+            "when_json": '["2026-05-01"]',
+            "asks": 0,
+        }
+        for i in range(40)
+    ]
+    assert ranking.apply(rows)
+    semantic = [(f"n{i}", 0.9 - 0.01 * i) for i in range(0, 40, 2)]
+    lexical = [(f"n{i}", 12.0 / (1 + i)) for i in range(0, 40, 3)]
+    slots = ranking.slots([*(i for i, _ in semantic), *(i for i, _ in lexical)])
+    p = PROFILES["default"]
+    scores = combine(p, semantic, lexical, ranking, slots, dt.datetime(2026, 6, 1, tzinfo=dt.UTC))
+    sem, lex = dict(semantic), dict(lexical)
+    hi, lo, top = max(sem.values()), min(sem.values()), max(lex.values())
+    for node_id, slot in slots.items():
+        expected = 0.0
+        if node_id in lex:
+            expected += p.lexical * (lex[node_id] / top) ** p.lexical_power
+        if node_id in sem:
+            expected += p.semantic * (sem[node_id] - lo) / (hi - lo)
+        expected += p.importance * ranking.importance[slot]
+        assert scores[node_id] == pytest.approx(expected, rel=1e-12), node_id
+    assert set(scores) == set(slots)
