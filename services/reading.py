@@ -131,14 +131,14 @@ class Reading:
     ) -> int | None:
         if not rows:
             return None
-        from domain.being import Being
 
         def handle() -> int | None:
-            cycle = self.e.store.get(Being, being_id).cycle
+            being, nodes = self.e.store.get_being_and_many(
+                MemoryNode, [UUID(r["id"]) for r in rows], being_id
+            )
             at = self.e.clock.now()
-            nodes = self.e.store.get_many(MemoryNode, [UUID(r["id"]) for r in rows], being_id=being_id)
             for node in nodes:
-                node.reactivate(source, cycle, at)
+                node.reactivate(source, being.cycle, at)
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
             return self.e.store.save(*nodes, durable=False)  # type: ignore[no-any-return]
 

@@ -19,6 +19,7 @@ from eventsourcing.persistence import IntegrityError, Notification, RecordConfli
 from adapters.eventstore import batch_reads
 from adapters.eventstore.log_reader import EventLogSource
 from adapters.eventstore.recorders import DURABLE
+from domain.being import Being
 from services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
@@ -30,6 +31,13 @@ def _project(aggregate: Any, events: Iterable[Any]) -> Any:
     for event in events:
         aggregate = event.mutate(aggregate)
     return aggregate
+
+
+def _checked(cls: type[A], aggregate_id: UUID, agg: Any, being_id: UUID | None) -> A:
+    """`agg` if it is a `cls` (of `being_id`, when given), else `NotFound`, as `get` has it."""
+    if not isinstance(agg, cls) or (being_id is not None and getattr(agg, "being_id", None) != being_id):
+        raise NotFound(f"{cls.__name__} {aggregate_id} not found")
+    return agg
 
 
 class AggregateStore:
@@ -62,10 +70,28 @@ class AggregateStore:
         milliseconds, not a second.
         """
         unique = list(dict.fromkeys(ids))
-        recorder = self.app.recorder
-        snapshots_store = self.app.snapshots
-        if not unique or not batch_reads.supports(recorder):
+        if not unique or not self._batch_reads():
             return [self.get(cls, i, being_id=being_id) for i in ids]
+        loaded = self._load_many(unique)
+        return [_checked(cls, i, loaded.get(i), being_id) for i in ids]
+
+    def get_being_and_many(self, cls: type[A], ids: Sequence[UUID], being_id: UUID) -> tuple[Being, list[A]]:
+        """The being and `get_many(cls, ids, being_id=being_id)`, read by the same two queries (a read
+        that reactivates nodes needs the being's cycle too)."""
+        unique = list(dict.fromkeys([being_id, *ids]))
+        if not self._batch_reads():
+            return self.get(Being, being_id), self.get_many(cls, ids, being_id=being_id)
+        loaded = self._load_many(unique)
+        return _checked(Being, being_id, loaded.get(being_id), None), [
+            _checked(cls, i, loaded.get(i), being_id) for i in ids
+        ]
+
+    def _batch_reads(self) -> bool:
+        return batch_reads.supports(self.app.recorder)
+
+    def _load_many(self, unique: Sequence[UUID]) -> dict[UUID, Any]:
+        """Each id's aggregate from its latest snapshot and the events after it (None: no events)."""
+        snapshots_store = self.app.snapshots
         mapper = self.app.mapper
         snapshots = (
             batch_reads.latest_records(snapshots_store.recorder, unique)
@@ -73,18 +99,17 @@ class AggregateStore:
             else {}
         )
         after = {i: snapshots[i].originator_version if i in snapshots else 0 for i in unique}
-        records = batch_reads.records_after(recorder, after)
-        loaded: dict[UUID, A] = {}
-        for i in unique:
-            stored = chain([snapshots[i]] if i in snapshots else [], records.get(i, ()))
-            agg = _project(None, (mapper.to_domain_event(record) for record in stored))
-            label = cls.__name__
-            if not isinstance(agg, cls):
-                raise NotFound(f"{label} {i} not found")
-            if being_id is not None and getattr(agg, "being_id", None) != being_id:
-                raise NotFound(f"{label} {i} not found")
-            loaded[i] = agg
-        return [loaded[i] for i in ids]
+        records = batch_reads.records_after(self.app.recorder, after)
+        return {
+            i: _project(
+                None,
+                (
+                    mapper.to_domain_event(record)
+                    for record in chain([snapshots[i]] if i in snapshots else [], records.get(i, ()))
+                ),
+            )
+            for i in unique
+        }
 
     def find(self, cls: type[A], aggregate_id: UUID) -> A | None:
         try:

@@ -78,6 +78,20 @@ def test_get_many_reads_foreign_and_unknown_ids_as_not_found(engram: Engram) -> 
             engram.store.get_many(MemoryNode, ids, being_id=being_id)
 
 
+def test_get_being_and_many_loads_both_with_the_same_rules(engram: Engram) -> None:
+    aria, root = _being(engram, "Aria")
+    bo, _ = _being(engram, "Bo")
+    nodes = [MemoryNode.create(uuid4(), _scene(i), root, 0, engram.clock.now()) for i in range(3)]
+    engram.store.save(*nodes)
+    being, loaded = engram.store.get_being_and_many(MemoryNode, [n.id for n in nodes], aria.id)
+    assert _state(being) == _state(engram.store.get(Being, aria.id))
+    assert [_state(n) for n in loaded] == [_state(engram.store.get(MemoryNode, n.id)) for n in nodes]
+    assert engram.store.get_being_and_many(MemoryNode, [], aria.id)[1] == []
+    for ids, being_id in (([nodes[0].id], bo.id), ([uuid4()], aria.id), ([nodes[0].id], root.id)):
+        with pytest.raises(NotFound):
+            engram.store.get_being_and_many(MemoryNode, ids, being_id)
+
+
 class Spy:
     """Records the vector index's writes per collection kind ("nodes" or "centroids")."""
 
