@@ -384,7 +384,8 @@ def recall(r: Result) -> str:
         "generated sentences embedded with MiniLM (near-duplicates perturbed around them); queries are "
         "held-out rephrasings. `exact` = Edge's brute-force search (what serves until the worker's "
         "maintenance builds the HNSW graph), `HNSW` = after it. `recall` reactivates what it returns "
-        "(one write per call); the `part:` rows time the pieces alone.",
+        "(one write per call, committed without waiting for the disk since ADR 0018); Edge searches each "
+        "shard with one thread (ADR 0019); the `part:` rows time the pieces alone.",
         "\n".join(f"- {line}" for line in setup),
         table(header, rows(calls)),
         table(header, rows(parts)),
