@@ -34,7 +34,7 @@ from projections.tokens import TokensView
 from projections.vector_index import VectorIndex
 from projections.vectors import VectorQueries, VectorsView
 from services.config import Settings
-from services.errors import ConsistencyTimeout, NotFound
+from services.errors import Conflict, ConsistencyTimeout, NotFound
 
 log = structlog.get_logger("engram.views")
 
@@ -77,6 +77,14 @@ class SharedRead:
         return bool(getattr(self.source, "reuses_positions", False))
 
     def key_at(self, position: int) -> str | None:
+        """From the events read once when one of them is at `position` (the head, after a write,
+        usually is): views that had nothing to apply then need no read of the log for their key."""
+        if self.after < position <= self.until:
+            for p, _, event in reversed(self.events):
+                if p == position:
+                    return engine.event_key(event)
+                if p < position:
+                    break
         key_at: Callable[[int], str | None] = self.source.key_at  # type: ignore[attr-defined]
         return key_at(position)
 
@@ -295,7 +303,10 @@ class Views:
         wait for the disk, ADR 0018): rebuild it from the log as it is."""
         log.error("view is ahead of the log; rebuilding it", view=name, reason=str(exc))
         self._reached.pop(name, None)
-        self.rebuild(name)
+        try:
+            self.rebuild(name)
+        except Conflict:  # another process found it first; the old generation serves until it switches
+            log.warning("view is ahead of the log; another process is rebuilding it", view=name)
 
     def _upgrade(self, name: str, stored: int) -> None:
         """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""
@@ -350,8 +361,6 @@ class Views:
         self._check(name)
         lock = self.lock(name, "rebuild")
         if not lock.try_acquire():
-            from services.errors import Conflict
-
             raise Conflict(f"a rebuild of {name} is already running")
         try:
             return engine.rebuild(
@@ -381,8 +390,6 @@ class Views:
             for name in chosen:
                 lock = self.lock(name, "rebuild")
                 if not lock.try_acquire():
-                    from services.errors import Conflict
-
                     raise Conflict(f"a rebuild of {name} is already running")
                 held.append(lock)
             return engine.rebuild_many(

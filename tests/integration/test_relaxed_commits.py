@@ -218,3 +218,52 @@ def test_the_worker_rebuilds_a_view_ahead_of_the_log(tmp_path: Path) -> None:
         assert _knowledge(e) == ["four", "one", "three", "two"]
     finally:
         e.close()
+
+
+def test_a_reader_leaves_a_diverged_view_to_the_process_already_rebuilding_it(tmp_path: Path) -> None:
+    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
+    e.beings.register("Aria")
+    for text in ("one", "two", "lost"):
+        _note(e, text)
+    e.views.ensure()
+    e.close()
+    _lose_the_last_events(tmp_path / "data", 1)
+    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
+    try:
+        elsewhere = e.views.lock("notes", "rebuild")  # as another process's rebuild holds it
+        assert elsewhere.try_acquire()
+        try:
+            e.views.ensure(names=["notes"])  # no Conflict: the old generation serves meanwhile
+            assert engine.status(e.views.dbs["notes"], e.views.projections["notes"]).generation == 1
+        finally:
+            elsewhere.release()
+        assert _knowledge(e) == ["one", "two"]  # the next read rebuilds it
+        assert engine.status(e.views.dbs["notes"], e.views.projections["notes"]).generation > 1
+    finally:
+        e.close()
+
+
+def test_a_shared_read_gives_the_keys_the_log_gives(tmp_path: Path) -> None:
+    """Views caught up together read the events once (`SharedRead`); the keys of their positions come
+    from those events where they can, and are the log's."""
+    from services.views import SharedRead
+
+    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
+    try:
+        e.beings.register("Aria")
+        _note(e, "one")
+        after = e.store.head()
+        _note(e, "two")
+        e.beings.register("Bo")  # events of other topics inside the range: those keys come from the log
+        _note(e, "three")
+        head = e.store.head()
+        topics = e.views.projections["notes"].topics
+        events = e.store.tagged_events(after + 1, head - after, topics, head)
+        shared = SharedRead(e.store, after, head, topics, events)
+        assert shared.reuses_positions
+        assert [shared.key_at(p) for p in range(1, head + 2)] == [
+            e.store.key_at(p) for p in range(1, head + 2)
+        ]
+        assert e.store.key_at(head + 1) is None
+    finally:
+        e.close()
