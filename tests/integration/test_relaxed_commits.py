@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -146,19 +146,22 @@ def _lose_the_last_events(data_dir: Path, count: int) -> None:
         )
 
 
-@pytest.mark.parametrize(("lost", "written"), [(3, 1), (2, 5)], ids=["log-shorter", "positions-refilled"])
-def test_a_view_ahead_of_the_log_is_rebuilt(tmp_path: Path, lost: int, written: int) -> None:
+def _after_a_power_cut(tmp_path: Path, kept: Sequence[str], lost: Sequence[str]) -> Engram:
+    """An engram whose views applied the notes `kept` then `lost`, opened again after the log lost
+    the `lost` ones."""
     e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
     e.beings.register("Aria")
-    for i in range(4):
-        _note(e, f"kept {i}")
-    for i in range(lost):
-        _note(e, f"lost {i}")
-    assert len(_knowledge(e)) == 4 + lost  # the views applied the events the cut will lose
+    for text in [*kept, *lost]:
+        _note(e, text)
+    assert len(_knowledge(e)) == len(kept) + len(lost)  # the views applied what the cut will lose
     e.close()
+    _lose_the_last_events(tmp_path / "data", len(lost))
+    return bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
 
-    _lose_the_last_events(tmp_path / "data", lost)
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
+
+@pytest.mark.parametrize(("lost", "written"), [(3, 1), (2, 5)], ids=["log-shorter", "positions-refilled"])
+def test_a_view_ahead_of_the_log_is_rebuilt(tmp_path: Path, lost: int, written: int) -> None:
+    e = _after_a_power_cut(tmp_path, [f"kept {i}" for i in range(4)], [f"lost {i}" for i in range(lost)])
     try:
         for i in range(written):
             _note(e, f"after {i}")
@@ -170,14 +173,7 @@ def test_a_view_ahead_of_the_log_is_rebuilt(tmp_path: Path, lost: int, written: 
 
 
 def test_processing_a_diverged_view_raises_until_it_is_rebuilt(tmp_path: Path) -> None:
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
-    e.beings.register("Aria")
-    _note(e, "one")
-    _note(e, "two")
-    e.views.ensure()
-    e.close()
-    _lose_the_last_events(tmp_path / "data", 1)
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
+    e = _after_a_power_cut(tmp_path, ["one"], ["two"])
     try:
         _note(e, "three")
         db, projection = e.views.dbs["notes"], e.views.projections["notes"]
@@ -193,14 +189,7 @@ def test_processing_a_diverged_view_raises_until_it_is_rebuilt(tmp_path: Path) -
 def test_the_worker_rebuilds_a_view_ahead_of_the_log(tmp_path: Path) -> None:
     from services.worker import Worker
 
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
-    e.beings.register("Aria")
-    for text in ("one", "two", "lost"):
-        _note(e, text)
-    e.views.ensure()
-    e.close()
-    _lose_the_last_events(tmp_path / "data", 1)
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
+    e = _after_a_power_cut(tmp_path, ["one", "two"], ["lost"])
     try:
         for text in ("three", "four"):
             _note(e, text)
@@ -221,14 +210,7 @@ def test_the_worker_rebuilds_a_view_ahead_of_the_log(tmp_path: Path) -> None:
 
 
 def test_a_reader_leaves_a_diverged_view_to_the_process_already_rebuilding_it(tmp_path: Path) -> None:
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
-    e.beings.register("Aria")
-    for text in ("one", "two", "lost"):
-        _note(e, text)
-    e.views.ensure()
-    e.close()
-    _lose_the_last_events(tmp_path / "data", 1)
-    e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds(1000))
+    e = _after_a_power_cut(tmp_path, ["one", "two"], ["lost"])
     try:
         elsewhere = e.views.lock("notes", "rebuild")  # as another process's rebuild holds it
         assert elsewhere.try_acquire()
