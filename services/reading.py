@@ -385,12 +385,14 @@ def combine(
     now_s = now.timestamp()
     out: dict[str, float] = {}
     spread = sem_hi - sem_lo
-    if p.fusion == "scaled" and not (dates and p.dates > 0) and not p.recency:
-        # The default profile's case, with the loop below's arithmetic in the same order.
-        w_lex, power, w_sem, w_imp = p.lexical, p.lexical_power, p.semantic, p.importance
-        flat = spread <= 1e-9
-        isfinite = math.isfinite
-        for node_id, slot in slots.items():
+    flat = spread <= 1e-9
+    fusion, w_lex, power, w_sem, w_imp = p.fusion, p.lexical, p.lexical_power, p.semantic, p.importance
+    with_dates = bool(dates) and p.dates > 0
+    if fusion == "rrf":
+        sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
+        lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
+    for node_id, slot in slots.items():
+        if fusion == "scaled":
             score = 0.0
             x = lex.get(node_id)
             if x is not None:
@@ -398,35 +400,22 @@ def combine(
             y = sem.get(node_id)
             if y is not None:
                 score += w_sem * (1.0 if flat else (y - sem_lo) / spread)
-            score += w_imp * importance[slot]
-            out[node_id] = score if isfinite(score) else 0.0
-        return out
-    if p.fusion == "rrf":
-        sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
-        lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
-    for node_id, slot in slots.items():
-        if p.fusion == "rrf":
+        elif fusion == "rrf":
             score = sum(
                 w / (p.rrf_k + rank[node_id])
-                for w, rank in ((p.semantic, sem_rank), (p.lexical, lex_rank))
+                for w, rank in ((w_sem, sem_rank), (w_lex, lex_rank))
                 if node_id in rank
             )
-        elif p.fusion == "scaled":
-            score = 0.0
-            if node_id in lex:
-                score += p.lexical * max(0.0, lex[node_id] / top_lex) ** p.lexical_power
-            if node_id in sem:
-                score += p.semantic * ((sem[node_id] - sem_lo) / spread if spread > 1e-9 else 1.0)
         else:
-            score = p.semantic * max(0.0, sem.get(node_id, 0.0)) + p.lexical * lex.get(node_id, 0.0) / top_lex
+            score = w_sem * max(0.0, sem.get(node_id, 0.0)) + w_lex * lex.get(node_id, 0.0) / top_lex
             score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
-        if dates and p.dates > 0:
+        if with_dates:
             score += p.dates * date_closeness(dates, node_dates(ranking.when_of(slot)), p.date_days)
         if p.recency:
             age_days = max(0.0, (now_s - activated[slot]) / 86400)
-            score += p.importance * importance[slot] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
+            score += w_imp * importance[slot] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
         else:  # no clock arithmetic for a term that weighs nothing
-            score += p.importance * importance[slot]
+            score += w_imp * importance[slot]
         out[node_id] = score if math.isfinite(score) else 0.0
     return out
 
