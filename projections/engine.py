@@ -92,10 +92,9 @@ class LogDiverged(RuntimeError):
         self.view, self.position = view, position
 
 
-def event_key(event: Any) -> str:
+def event_key(originator_id: UUID | str, version: int) -> str:
     """What identifies an event in the log, whatever its position: its aggregate and version."""
-    originator = event.originator_id
-    return f"{originator.hex if isinstance(originator, UUID) else originator}:{event.originator_version}"
+    return f"{originator_id.hex if isinstance(originator_id, UUID) else originator_id}:{version}"
 
 
 _checked: weakref.WeakKeyDictionary[ViewDatabase, tuple[int, int, str | None]] = weakref.WeakKeyDictionary()
@@ -417,7 +416,7 @@ def _apply_batch(
     new_position = head if len(events) < limit else events[-1][0]
     new_key: str | None = None
     if events and events[-1][0] == new_position:
-        new_key = event_key(events[-1][1])
+        new_key = event_key(events[-1][1].originator_id, events[-1][1].originator_version)
     elif key_at is not None:
         new_key = key_at(new_position)
     if key_at is not None and new_key is not None:
@@ -728,7 +727,9 @@ class _Build:
             [
                 position,
                 time.time(),
-                event_key(last[1]) if last and last[0] == position else None,
+                event_key(last[1].originator_id, last[1].originator_version)
+                if last and last[0] == position
+                else None,
                 self.generation,
             ],
         )

@@ -82,7 +82,7 @@ class SharedRead:
         if self.after < position <= self.until:
             for p, _, event in reversed(self.events):
                 if p == position:
-                    return engine.event_key(event)
+                    return engine.event_key(event.originator_id, event.originator_version)
                 if p < position:
                     break
         key_at: Callable[[int], str | None] = self.source.key_at  # type: ignore[attr-defined]

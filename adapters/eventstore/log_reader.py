@@ -26,6 +26,7 @@ from psycopg.rows import tuple_row
 
 from adapters.eventstore.batch_reads import pg_events_table
 from adapters.eventstore.transcodings import uuid_from_hex
+from projections.engine import event_key
 
 _new = object.__new__
 _set = object.__setattr__
@@ -60,10 +61,7 @@ class EventLogSource:
         else:
             found = self.notifications(position, 1, stop=position)
             row = (found[0].originator_id, found[0].originator_version) if found else None
-        if row is None:
-            return None
-        originator = row[0]
-        return f"{originator.hex if isinstance(originator, UUID) else originator}:{row[1]}"
+        return None if row is None else event_key(row[0], int(row[1]))
 
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
