@@ -51,16 +51,11 @@ class AggregateStore:
     def get(
         self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None
     ) -> A:
-        label = cls.__name__
         try:
             agg: Aggregate = self.app.repository.get(aggregate_id, version=version, projector_func=_project)
         except AggregateNotFoundError:
-            raise NotFound(f"{label} {aggregate_id} not found") from None
-        if not isinstance(agg, cls):
-            raise NotFound(f"{label} {aggregate_id} not found")
-        if being_id is not None and getattr(agg, "being_id", None) != being_id:
-            raise NotFound(f"{label} {aggregate_id} not found")
-        return agg
+            raise NotFound(f"{cls.__name__} {aggregate_id} not found") from None
+        return _checked(cls, aggregate_id, agg, being_id)
 
     def get_many(self, cls: type[A], ids: Sequence[UUID], *, being_id: UUID | None = None) -> list[A]:
         """`get` for many aggregates at once, in the order of `ids`, with the same `NotFound` rule.
