@@ -76,6 +76,15 @@ class Settings(BaseSettings):
     vector_maintenance_interval_s: float = Field(
         60.0, gt=0, description="How often the worker checks whether a node collection is due (ADR 0009)."
     )
+    fulltext_merge_min_rows: int = Field(
+        1_000,
+        ge=1,
+        description="SQLite: the worker merges a being's full-text index into one b-tree once it holds this "
+        "many new rows, and a tenth more than at its last merge (ADR 0020).",
+    )
+    fulltext_maintenance_interval_s: float = Field(
+        60.0, gt=0, description="How often the worker checks whether a being's full-text index is due."
+    )
 
     patrol_min_notes: int = Field(
         20, ge=1, description="The worker patrols a being with this many new scene notes."

@@ -8,8 +8,10 @@ retried with exponential backoff; the other projections keep going.
 New events are noticed by polling on SQLite, and by LISTEN/NOTIFY on PostgreSQL plus a periodic
 safety pull, because a lost notification must never stall a projection.
 
-Maintenance: a thread of its own builds the HNSW index of a node collection once enough points
-are searched by brute force (`VectorMaintenance`, ADR 0009); never a request or projection thread.
+Maintenance, never in a request or projection thread: one thread builds the HNSW index of a node
+collection once enough points are searched by brute force (`VectorMaintenance`, ADR 0009), another
+merges a being's full-text index once it grew (`FullTextMaintenance`, ADR 0020). Each runs only while
+this worker holds the lock of the projection it maintains.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import structlog
 
 from projections import engine
 from projections.vectors import nodes_alias
+from services.fulltext_maintenance import FullTextMaintenance
 from services.views import Views
 
 log = structlog.get_logger("engram.worker")
@@ -121,9 +124,11 @@ class Worker:
         on_idle: Callable[[], None] | None = None,
         maintenance: VectorMaintenance | None = None,
         maintenance_interval: float | None = None,
+        fulltext: FullTextMaintenance | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
-        `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`."""
+        `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
+        `FullTextMaintenance` when it runs the memory view on SQLite."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -137,11 +142,14 @@ class Worker:
             if maintenance_interval is None
             else maintenance_interval
         )
+        if fulltext is None and "memory" in self.names and views.dbs["memory"].dialect == "sqlite":
+            fulltext = FullTextMaintenance(views)
+        self.fulltext = fulltext
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
         self._held: set[str] = set()  # projections whose lock this worker holds
-        self._maintainer: threading.Thread | None = None
+        self._maintainers: list[threading.Thread] = []
         self.stats: dict[str, dict[str, Any]] = {
             n: {"events": 0, "errors": 0, "restarts": 0} for n in self.names
         }
@@ -157,31 +165,39 @@ class Worker:
             )
             t.start()
             self.threads.append(t)
+        tasks: list[tuple[str, str, Callable[[], object], float]] = []
         if self.maintenance is not None:
-            self._maintainer = threading.Thread(target=self._maintain, name="vector-maintenance", daemon=True)
-            self._maintainer.start()
+            # Only the process that projects the vectors owns them (Qdrant Edge: one process).
+            tasks.append(("vector-maintenance", "vectors", self.maintenance.run, self.maintenance_interval))
+        if self.fulltext is not None:
+            interval = self.views.settings.fulltext_maintenance_interval_s
+            tasks.append(("fulltext-maintenance", "memory", self.fulltext.run, interval))
+        for name, projection, run, interval in tasks:
+            t = threading.Thread(
+                target=self._maintain, args=(name, projection, run, interval), name=name, daemon=True
+            )
+            t.start()
+            self._maintainers.append(t)
 
     def stop(self) -> None:
         self.stop_event.set()
         self.wakeup.notify()
         for t in self.threads:
             t.join(timeout=30)
-        if self._maintainer is not None:
+        for t in self._maintainers:
             # An optimize in flight ends when the views close (the index stops its child process).
-            self._maintainer.join(timeout=1)
+            t.join(timeout=1)
 
-    def _maintain(self) -> None:
-        assert self.maintenance is not None
-        while not self.stop_event.wait(self.maintenance_interval):
-            # Only the process that projects the vectors owns them (Qdrant Edge: one process).
-            if "vectors" not in self._held:
+    def _maintain(self, name: str, projection: str, run: Callable[[], object], interval: float) -> None:
+        while not self.stop_event.wait(interval):
+            if projection not in self._held:
                 continue
             try:
-                self.maintenance.run()
+                run()
             except Exception as exc:
                 if self.stop_event.is_set():
                     return
-                log.error("vector maintenance failed", reason=f"{type(exc).__name__}: {exc}", exc_info=True)
+                log.error(f"{name} failed", reason=f"{type(exc).__name__}: {exc}", exc_info=True)
 
     def run_forever(self) -> None:
         self.start()

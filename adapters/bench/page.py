@@ -363,7 +363,13 @@ def recall(r: Result) -> str:
     setup = [
         f"{_n(rep['size'])}: the measured being holds {_n(rep['size'])} nodes, 9 others "
         f"{_n(rep['others'])} each ({_n(rep['total_nodes'])} in all); views built in "
-        f"{rep['build_s'].get('project_views', 0):.0f} s; HNSW `optimize()` {rep.get('optimize_s') or 0:.0f} s; "
+        f"{rep['build_s'].get('project_views', 0):.0f} s"
+        + (
+            f", full-text indexes merged in {rep['build_s']['merge_fulltext']:.1f} s (ADR 0020)"
+            if "merge_fulltext" in rep["build_s"]
+            else ""
+        )
+        + f"; HNSW `optimize()` {rep.get('optimize_s') or 0:.0f} s; "
         "HNSW vs exact: "
         + ", ".join(f"{k} {v:.3f}" for k, v in rep.get("recall_at_k", {}).items() if "ef=" not in k)
         for rep in reports

@@ -12,7 +12,7 @@ distinct ones are embedded once with the offline embedder, and every node takes 
 its vector slightly perturbed (cosine ≈ 0.96 to the original): real-ish vectors with the
 near-duplicates real memories have. Nodes are written with the domain (`MemoryNode.create` +
 `embed`) in batched saves, then `views.ensure()` projects them (SQL views, full-text index,
-Edge collection).
+Edge collection), and the full-text maintenance merges each being's index as the worker's would.
 
 Queries are held-out sentences, rephrased ("remember when we …?"), never stored as such. Each
 is timed twice: with the embedding (`recall(being, text)`) and with a precomputed vector
@@ -67,6 +67,7 @@ from projections.vector_index import SearchFilter
 from projections.vectors import nodes_alias
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
+from services.fulltext_maintenance import FullTextMaintenance
 from services.reading import NodeView, Reading, fragments
 from services.thresholds import thresholds_for
 
@@ -438,6 +439,11 @@ def bench_size(
         build["project_views"] = round(time.perf_counter() - started, 1)
         total = size + others * (BEINGS - 1)
         log(f"[{size}] {total:,} nodes projected in {build['project_views']:.0f} s")
+        # The worker's full-text maintenance merges each index every tenth of growth (ADR 0020): over a
+        # build of minutes it would have kept up, so every phase reads merged indexes.
+        started = time.perf_counter()
+        FullTextMaintenance(engram.views).run(force=True)
+        build["merge_fulltext"] = round(time.perf_counter() - started, 2)
         report = SizeReport(size=size, others=others, total_nodes=total, build_s=build)
 
         being_id, model, live = being_id_for_name("being-0"), engram.embedder.model_id, ["active", "dying"]
@@ -473,7 +479,8 @@ def table(reports: list[SizeReport]) -> str:
             f"({r.total_nodes:,} nodes) =="
         )
         lines.append(
-            f"build: events {r.build_s['write_events']:.0f} s, views {r.build_s['project_views']:.0f} s; "
+            f"build: events {r.build_s['write_events']:.0f} s, views {r.build_s['project_views']:.0f} s, "
+            f"full-text merge {r.build_s.get('merge_fulltext', 0):.1f} s; "
             f"optimize (HNSW) {r.optimize_s:.0f} s; nodes per recall {r.hits_per_recall}"
         )
         if r.optimize_steps:

@@ -70,28 +70,36 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
                 click.echo(f"rebuilt {r['projection']}: now serving generation {r['generation']}")
 
     @projections.command("optimize")
-    @click.option("--force", is_flag=True, help="Every node collection, grown or not.")
+    @click.option("--force", is_flag=True, help="Every node collection and full-text index, grown or not.")
     @command
     def optimize(ctx: Any, force: bool, *, as_json: bool) -> None:
-        """Build the HNSW index of node collections that grew enough (what the worker does by itself).
+        """Build the HNSW index of node collections that grew enough, and merge the full-text index of
+        beings that grew enough (what the worker does by itself).
 
         Blocks until the build is done (about a minute per 100k points); the build runs in a child
         process. With the embedded index, run it while neither `engram serve` nor `engram worker` runs.
         """
+        from services.fulltext_maintenance import FullTextMaintenance
         from services.worker import VectorMaintenance
 
         views = ctx.engram.views
-        views.ensure(names=["vectors"])
+        views.ensure(names=["vectors", "memory"])
         done = VectorMaintenance(views).run(force=force)
+        merged = FullTextMaintenance(views).run(force=force)
         if as_json:
-            emit_json(done)
+            emit_json({"vectors": done, "fulltext": merged})
             return
-        if not done:
+        if not done and not merged:
             click.echo("nothing to optimize (use --force to rebuild anyway)")
         for r in done:
             click.echo(
                 f"optimized {r['collection']}: {r['points']} points, indexed {r['indexed_before']} -> "
                 f"{r['indexed_after']} ({r['seconds']:.1f} s)"
+            )
+        for r in merged:
+            click.echo(
+                f"merged the full-text index of being {r['being_id']}: {r['rows']} rows, "
+                f"{r['steps']} steps ({r['seconds']:.1f} s)"
             )
 
     @cli.command("patrol")
