@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 from uuid import UUID
 
 import numpy as np
@@ -72,8 +72,10 @@ class PayloadPatch:
     position: int
 
 
-@dataclass(frozen=True, slots=True)
-class ScoredPoint:
+class ScoredPoint(NamedTuple):
+    """A search hit. A named tuple rather than a frozen dataclass: a search makes one per hit (100 for
+    `query`), and a frozen dataclass takes ~1.4 µs to build against ~0.3 µs."""
+
     id: UUID
     score: float
     payload: Mapping[str, Any]
