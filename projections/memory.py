@@ -289,23 +289,34 @@ class MemoryView(Projection):
         batch.clusters.prefetch(batch.conn, cluster_ids)
 
     def before_commit(self, batch: Batch) -> None:
-        """Write node rows whose text did not change with an UPDATE of their state columns only.
+        """Write node rows whose text did not change with an UPDATE of the state columns that changed.
 
         Most node events (a status change, a reactivation) change a few small columns; upserting the
         whole row rewrites the scene's text and makes the full-text trigger compare it (about half
-        the cost of a patrol's memory view). Rows left dirty (new ones, rewritten scenes) are
-        upserted whole by the batch as usual.
+        the cost of a patrol's memory view). SQLite rewrites every index on a column an UPDATE sets,
+        changed or not, so only the columns that differ from the row as read are set: a reactivation
+        then rewrites 4 of the table's 8 indexes, not 6. A row not read in this batch (a rebuild's)
+        gets every state column. Rows left dirty (new ones, rewritten scenes) are upserted whole by
+        the batch as usual.
         """
         nodes = batch.nodes
-        narrow: list[list[Any]] = []
+        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
         for key in nodes.dirty:
             row = nodes.rows[key]
-            if row is not None and _WHOLE_ROW not in row:
-                narrow.append([*(row[c] for c in _STATE_COLUMNS), key])
-        if narrow:
-            sets = ", ".join(f"{c} = ?" for c in _STATE_COLUMNS)
-            batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", narrow)
-            nodes.written(r[-1] for r in narrow)
+            if row is None or _WHOLE_ROW in row:
+                continue
+            before = nodes.read.get(key)
+            changed = (
+                _STATE_COLUMNS if before is None else tuple(c for c in _STATE_COLUMNS if row[c] != before[c])
+            )
+            by_columns.setdefault(changed, []).append([*(row[c] for c in changed), key])
+            if before is not None:
+                before.update((c, row[c]) for c in changed)
+        for changed, rows in by_columns.items():
+            if changed:
+                sets = ", ".join(f"{c} = ?" for c in changed)
+                batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", rows)
+            nodes.written(r[-1] for r in rows)
         self._fts_forget(batch)
 
     def _fts_forget(self, batch: Batch) -> None:

@@ -98,6 +98,9 @@ class RowCache:
     """Every row of the table is in `rows` (see the module's docstring): a key not held has no row."""
     stored: set[str] = field(default_factory=set)
     """With `complete`: the keys that have a row in the table, so that new rows are inserted."""
+    read: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """A copy of each row as `prefetch` read it from the table: what a batch changed in a row is
+    what differs from it (`memory.MemoryProjection.before_commit` writes only those columns)."""
 
     @classmethod
     def for_new_table(cls, spec: TableSpec, physical: str) -> RowCache:
@@ -115,7 +118,9 @@ class RowCache:
                 list(part),
             )
             for row in found:
-                self.rows[str(row[self.spec.key])] = self.spec.normalise(row)
+                key = str(row[self.spec.key])
+                self.rows[key] = self.spec.normalise(row)
+                self.read[key] = dict(row)
             for k in part:
                 self.rows.setdefault(k, None)
 
@@ -154,6 +159,7 @@ class RowCache:
         deletes: list[Sequence[Any]] = []
         complete, stored = self.complete, self.stored
         for key in self.dirty:
+            self.read.pop(key, None)  # written whole: a later change is diffed against nothing
             row = self.rows[key]
             if row is None:
                 if not complete or key in stored:
@@ -195,5 +201,6 @@ class RowCache:
         """
         if len(self.rows) > max_rows and not self.dirty:
             self.rows.clear()
+            self.read.clear()
             self.stored.clear()
             self.complete = False

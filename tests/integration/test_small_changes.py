@@ -15,6 +15,9 @@ from domain.cluster import Cluster
 from domain.embedding import Embedding
 from domain.node import MemoryNode, NodeStatus, ReactivationSource
 from domain.scene import validate_scene_object
+from projections import engine
+from projections.memory import NODES
+from projections.tables import RowCache
 from projections.vectors import centroids_alias, nodes_alias
 from services.bootstrap import Engram
 from services.errors import NotFound
@@ -281,3 +284,91 @@ def test_a_batch_writes_its_equal_payloads_at_once_and_a_replay_cannot_move_them
     assert centroid is not None
     mean = np.mean([[1.0, float(i), 0.5] for i in range(2)], axis=0)
     assert np.allclose(centroid / np.linalg.norm(centroid), mean / np.linalg.norm(mean), atol=1e-6)
+
+
+class SqlSpy:
+    """Records the statements the memory view's `before_commit` runs with `executemany`."""
+
+    def __init__(self, engram: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.statements: list[str] = []
+        view = engram.views.projections["memory"]
+        inner = type(view).before_commit
+
+        def recording(batch: Any) -> None:
+            conn = batch.conn
+            spy = self
+
+            class Recording:
+                def __getattr__(self, name: str) -> Any:
+                    return getattr(conn, name)
+
+                def executemany(self, sql: str, rows: Any) -> None:
+                    spy.statements.append(sql)
+                    conn.executemany(sql, rows)
+
+            batch.conn = Recording()
+            try:
+                inner(view, batch)
+            finally:
+                batch.conn = conn
+
+        monkeypatch.setattr(view, "before_commit", recording)
+
+    def updated_columns(self) -> list[list[str]]:
+        """The columns each node UPDATE set, in order; then forgets them."""
+        out = [
+            [part.split(" = ")[0] for part in sql.split(" SET ")[1].split(" WHERE ")[0].split(", ")]
+            for sql in self.statements
+            if sql.startswith("UPDATE ") and "nodes" in sql.split(" SET ")[0]
+        ]
+        self.statements = []
+        return out
+
+
+def test_a_node_row_update_sets_only_the_columns_that_changed(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite rewrites every index on a column an UPDATE sets, changed or not: a reactivation sets the
+    4 columns it changes (2 indexed), not all 14 state columns (6 of the table's 8 indexes)."""
+    being, root = _being(engram, "Aria")
+    node = MemoryNode.create(uuid4(), _scene(1), root, 0, engram.clock.now())
+    engram.store.save(node)
+    engram.views.ensure()
+    spy = SqlSpy(engram, monkeypatch)
+
+    node.reactivate(ReactivationSource.RECALL, 0, engram.clock.now())
+    engram.store.save(node)
+    engram.views.ensure()
+    assert spy.updated_columns() == [["last_activated_at", "reactivation_count", "version", "position"]]
+
+    node.flag_dying(node.dying_cycle, engram.clock.now())
+    engram.store.save(node)
+    engram.views.ensure()
+    [changed] = spy.updated_columns()
+    assert "status" in changed and "last_activated_at" not in changed and "reactivation_count" not in changed
+
+    # What the narrow updates wrote is what the node holds.
+    [row] = engram.views.read.nodes(being.id, ids=[node.id])
+    assert (row["status"], row["reactivation_count"], row["version"]) == ("dying", 1, node.version)
+    assert row["last_activated_at"] == node.last_activated_at.isoformat()
+
+
+def test_a_row_written_whole_is_no_longer_diffed_against_what_was_read(engram: Engram) -> None:
+    """A cache that outlives its batch (a rebuild's) must not diff a later change against a row it has
+    since written whole: a value changed back would look unchanged, and never be written."""
+    _, root = _being(engram, "Aria")
+    node = MemoryNode.create(uuid4(), _scene(1), root, 0, engram.clock.now())
+    engram.store.save(node)
+    engram.views.ensure()
+    db = engram.views.dbs["memory"]
+    with db.write() as conn:
+        cache = RowCache(NODES, engine.read_tables(conn, db, engram.views.projections["memory"])["nodes"])
+        cache.prefetch(conn, [str(node.id)])
+        assert cache.read[str(node.id)]["reactivation_count"] == 0
+        row = dict(cache.rows[str(node.id)] or {})
+        row["reactivation_count"] = 5
+        cache.put(row)
+        cache.flush(conn)
+        assert str(node.id) not in cache.read
+        [stored] = conn.query(f"SELECT reactivation_count FROM {cache.physical} WHERE id = ?", [str(node.id)])
+        assert stored["reactivation_count"] == 5
