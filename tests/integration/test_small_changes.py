@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable
+from functools import reduce
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -372,3 +373,31 @@ def test_a_row_written_whole_is_no_longer_diffed_against_what_was_read(engram: E
         assert str(node.id) not in cache.read
         [stored] = conn.query(f"SELECT reactivation_count FROM {cache.physical} WHERE id = ?", [str(node.id)])
         assert stored["reactivation_count"] == 5
+
+
+def test_a_snapshot_is_taken_from_the_saved_aggregate_without_replaying_it(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, root = _being(engram, "Aria")
+    node = MemoryNode.create(uuid4(), _scene(1), root, 0, engram.clock.now())
+    engram.store.save(node)
+    app = engram.store.app
+    assert app.snapshots is not None
+    replays: list[UUID] = []
+    get = app.repository.get
+
+    def counting(aggregate_id: UUID, *args: Any, **kwargs: Any) -> Any:
+        replays.append(aggregate_id)
+        return get(aggregate_id, *args, **kwargs)
+
+    monkeypatch.setattr(app.repository, "get", counting)
+    while node.version < 10:  # one event per save, as reads reactivate
+        node.reactivate(ReactivationSource.RECALL, 0, engram.clock.now())
+        engram.store.save(node)
+    assert replays == []
+    [taken] = app.snapshots.get(node.id, desc=True, limit=1)
+    assert taken.originator_version == 10
+    # The state the library would have snapshotted: the node replayed from its first 10 events.
+    replayed = reduce(lambda agg, event: event.mutate(agg), engram.store.events(node.id, lte=10), None)
+    assert _state(taken.mutate(None)) == _state(replayed)
+    assert _state(engram.store.get(MemoryNode, node.id)) == _state(node)
