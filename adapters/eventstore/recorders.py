@@ -14,65 +14,119 @@ and then with everything committed after it, never alone:
 
 Every other save waits for the disk as before (`synchronous=FULL`, SQLite's default, which the library
 keeps).
+
+On SQLite the log's file is checkpointed by a thread of its own, as the views' files are (ADR 0016): no
+commit, durable or not, copies the write-ahead log back into the database below
+`INLINE_CHECKPOINT_PAGES`.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.sqlite import (
     SQLiteAggregateRecorder,
     SQLiteApplicationRecorder,
+    SQLiteConnection,
     SQLiteDatastore,
     SQLiteFactory,
 )
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
+from adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
+
 DURABLE = "durable"
 """The keyword a save passes down to the recorder (`EventLog.save(..., durable=False)`)."""
 
 
-def _insert_relaxed(
-    recorder: SQLiteAggregateRecorder, stored_events: Sequence[StoredEvent], **kwargs: Any
+def _insert(
+    recorder: SQLiteAggregateRecorder, stored_events: Sequence[StoredEvent], *, durable: bool, **kwargs: Any
 ) -> Sequence[int] | None:
-    """`insert_events` in one transaction committed without an fsync. SQLite refuses to change the
-    setting inside a transaction, so it is set on the connection before `BEGIN` and put back after."""
+    """`insert_events` in one transaction, as the library runs it, then a signal to the file's
+    checkpointer (ADR 0016: a commit never copies the log back into the database itself, below
+    `INLINE_CHECKPOINT_PAGES`). `durable=False`: committed without an fsync; SQLite refuses to change
+    the setting inside a transaction, so it is set on the connection before `BEGIN` and put back after."""
     datastore: SQLiteDatastore = recorder.datastore
     with datastore.get_connection(commit=True) as conn:
-        with conn.cursor() as cursor:
-            cursor.execute("PRAGMA synchronous=NORMAL")
+        if conn not in _TUNED:
+            with conn.cursor() as cursor:
+                cursor.execute(f"PRAGMA wal_autocheckpoint={INLINE_CHECKPOINT_PAGES}")
+            _TUNED.add(conn)
+        if not durable:
+            with conn.cursor() as cursor:
+                cursor.execute("PRAGMA synchronous=NORMAL")
         try:
             with conn.transaction(commit=True) as c:
-                return recorder._insert_events(c, stored_events, **kwargs)
+                ids = recorder._insert_events(c, stored_events, **kwargs)
         finally:
-            with conn.cursor() as cursor:
-                cursor.execute("PRAGMA synchronous=FULL")
+            if not durable:
+                with conn.cursor() as cursor:
+                    cursor.execute("PRAGMA synchronous=FULL")
+    checkpointer: Checkpointer | None = getattr(recorder, "checkpointer", None)
+    if checkpointer is not None:
+        checkpointer.committed()
+    return ids
+
+
+_TUNED: weakref.WeakSet[SQLiteConnection] = weakref.WeakSet()
+"""The library's pooled connections that have the checkpoint setting already."""
 
 
 class SQLiteEventRecorder(SQLiteApplicationRecorder):
     """The log's recorder: a save with `durable=False` commits without waiting for the disk."""
 
+    checkpointer: Checkpointer | None = None
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        if kwargs.get(DURABLE, True):
-            return super().insert_events(stored_events, **kwargs)
-        return _insert_relaxed(self, stored_events, **kwargs)
+        durable = bool(kwargs.pop(DURABLE, True))
+        return _insert(self, stored_events, durable=durable, **kwargs)
 
 
 class SQLiteSnapshotRecorder(SQLiteAggregateRecorder):
     """The snapshots' recorder: a snapshot is a cache of its aggregate's events, in the same file, so
     its commit never waits for the disk (a power cut loses it only with the events after it)."""
 
+    checkpointer: Checkpointer | None = None
+
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
-        return _insert_relaxed(self, stored_events, **kwargs)
+        kwargs.pop(DURABLE, None)
+        return _insert(self, stored_events, durable=False, **kwargs)
 
 
 class EngramSQLiteFactory(SQLiteFactory):
+    """The library's factory, with our recorders sharing one checkpointer for the log's file."""
+
     aggregate_recorder_class = SQLiteSnapshotRecorder  # the application's only aggregate recorder
     application_recorder_class = SQLiteEventRecorder
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        name = self.datastore.pool.db_name
+        in_memory = name == ":memory:" or "mode=memory" in name
+        self.checkpointer = None if in_memory else Checkpointer(Path(name))
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        recorder = super().aggregate_recorder(purpose)
+        if isinstance(recorder, SQLiteSnapshotRecorder):
+            recorder.checkpointer = self.checkpointer
+        return recorder
+
+    def application_recorder(self) -> ApplicationRecorder:
+        recorder = super().application_recorder()
+        if isinstance(recorder, SQLiteEventRecorder):
+            recorder.checkpointer = self.checkpointer
+        return recorder
+
+    def close(self) -> None:
+        if self.checkpointer is not None:
+            self.checkpointer.stop()
+        super().close()
 
 
 class PostgresEventRecorder(PostgresApplicationRecorder):
