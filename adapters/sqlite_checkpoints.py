@@ -30,10 +30,11 @@ class Checkpointer:
 
     SQLite's automatic checkpoint runs inside the commit that takes the log past 1,000 pages: that
     commit (a view catching up after a recall, a recall's own reactivations, a note) then copies
-    ~4 MB and syncs the file, 10–30 ms instead of ~1. Here a commit only signals; the thread runs a PASSIVE checkpoint, which waits for
-    no reader or writer, at most every `CHECKPOINT_PAUSE_S`. Commits checkpoint themselves only past
-    `INLINE_CHECKPOINT_PAGES` (set `PRAGMA wal_autocheckpoint` to it on every connection that
-    writes). Started by the first commit of a process (again after a fork), stopped by `stop`.
+    ~4 MB and syncs the file, 10–30 ms instead of ~1. Here a commit only signals; the thread runs a
+    PASSIVE checkpoint, which waits for no reader or writer, at most every `CHECKPOINT_PAUSE_S`.
+    Commits checkpoint themselves only past `INLINE_CHECKPOINT_PAGES` (set `PRAGMA
+    wal_autocheckpoint` to it on every connection that writes). Started by the first commit of a
+    process (again after a fork), stopped by `stop`.
     """
 
     def __init__(self, path: Path) -> None:

@@ -44,6 +44,16 @@ def engram(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iter
     e.close()
 
 
+@pytest.fixture
+def sqlite_engram(tmp_path: Path, clock: SteppingClock) -> Iterator[Engram]:
+    """An engram on the embedded default (SQLite), for what only SQLite has (FTS5, its files)."""
+    e = bootstrap(
+        Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none"), clock=clock, ids=SeededIds()
+    )
+    yield e
+    e.close()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_structlog() -> Iterator[None]:
     """The CLI configures structlog for the process; each test starts from the defaults again."""

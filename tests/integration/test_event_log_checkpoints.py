@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 from uuid import UUID, uuid4
 
 import pytest
@@ -18,20 +17,14 @@ from domain.scene import validate_scene_object
 from services.bootstrap import Engram, bootstrap
 from services.config import Settings
 from tests.integration.test_view_checkpoints import wal_frames
-from tests.support import SeededIds, SteppingClock
+from tests.support import SteppingClock
 
 SCENE = validate_scene_object({"action": "x" * 1500, "actors": ["me"], "when": ["2026-04-01"]})
 
 
 @pytest.fixture
-def engram(tmp_path: Path) -> Any:
-    e = bootstrap(
-        Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none"),
-        clock=SteppingClock(),
-        ids=SeededIds(),
-    )
-    yield e
-    e.close()
+def engram(sqlite_engram: Engram) -> Engram:
+    return sqlite_engram
 
 
 def factory(e: Engram) -> EngramSQLiteFactory:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import threading
-from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -21,7 +20,6 @@ from domain.node import MemoryNode
 from domain.scene import validate_scene_object
 from projections import fulltext_merge
 from services.bootstrap import Engram, bootstrap
-from services.config import Settings
 from services.fulltext_maintenance import FullTextMaintenance
 from services.worker import Worker
 from tests.support import SeededIds, SteppingClock
@@ -33,14 +31,8 @@ QUERIES = ["walked by the river", "Mina painted", "harbour", "sang in the garden
 
 
 @pytest.fixture
-def engram(tmp_path: Path) -> Any:
-    e = bootstrap(
-        Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none"),
-        clock=SteppingClock(),
-        ids=SeededIds(),
-    )
-    yield e
-    e.close()
+def engram(sqlite_engram: Engram) -> Engram:
+    return sqlite_engram
 
 
 def root_cluster(e: Engram, name: str = "Aria") -> Cluster:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
 
@@ -29,11 +28,9 @@ from projections import engine, queries
 from projections.memory import FTS_COLUMNS
 from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
 from projections.ranking_cache import BeingRanking
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
+from services.bootstrap import Engram
 from services.query_text import first_date
 from services.reading import Reading, _day
-from tests.support import SeededIds, SteppingClock
 
 WORDS = [
     "garden",
@@ -66,14 +63,8 @@ ACTORS = ["Mina", "Lena", "Tom", "Priya", "Jonas"]
 
 
 @pytest.fixture
-def engram(tmp_path: Path) -> Iterator[Engram]:
-    e = bootstrap(
-        Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none"),
-        clock=SteppingClock(),
-        ids=SeededIds(),
-    )
-    yield e
-    e.close()
+def engram(sqlite_engram: Engram) -> Engram:
+    return sqlite_engram
 
 
 def populate(e: Engram, name: str, count: int, seed: int) -> tuple[UUID, list[str]]:
@@ -123,7 +114,9 @@ def plain_fts(e: Engram, being_id: UUID) -> Iterator[str]:
     cols = ", ".join(FTS_COLUMNS)
     with db.write() as conn:
         nodes = engine.read_tables(conn, db, e.views.projections["memory"])["nodes"]
-        conn.execute(f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='', tokenize='porter unicode61')")
+        conn.execute(
+            f"CREATE VIRTUAL TABLE {fts} USING fts5({cols}, content='', tokenize='porter unicode61')"
+        )
         conn.execute(
             f"INSERT INTO {fts}(rowid, {cols}) SELECT rowid, {cols} FROM {nodes} WHERE being_id = ?",
             [str(being_id)],
