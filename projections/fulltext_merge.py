@@ -15,6 +15,7 @@ memory view's catch-up waits for one step at most.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from projections import engine
@@ -58,12 +59,19 @@ def being_indexes(db: ViewDatabase, projection: engine.Projection) -> list[FullT
         return out
 
 
-def merge(db: ViewDatabase, projection: engine.Projection, being_id: str) -> int:
+def merge(
+    db: ViewDatabase,
+    projection: engine.Projection,
+    being_id: str,
+    *,
+    stopping: Callable[[], bool] = lambda: False,
+) -> int:
     """Merge the being's full-text index of the active generation into one b-tree, `MERGE_PAGES` at a
     time, each step in its own write transaction. The steps that did any work: 0 when the index was
-    already one b-tree, or when it is gone (a rebuild switched generations meanwhile)."""
+    already one b-tree, or when it is gone (a rebuild switched generations meanwhile). `stopping`:
+    asked before each step; a merge stopped half way is a valid index, and the next one goes on."""
     steps = 0
-    while steps < MAX_STEPS and _merge_step(db, projection, being_id, start=steps == 0):
+    while steps < MAX_STEPS and not stopping() and _merge_step(db, projection, being_id, start=steps == 0):
         steps += 1
     return steps
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -43,13 +44,18 @@ class FullTextMaintenance:
                 out.append(index)
         return out
 
-    def run(self, *, force: bool = False) -> list[dict[str, Any]]:
-        """Merge what is due (every being's index with `force`); one report per index merged."""
+    def run(
+        self, *, force: bool = False, stopping: Callable[[], bool] = lambda: False
+    ) -> list[dict[str, Any]]:
+        """Merge what is due (every being's index with `force`); one report per index merged.
+        `stopping`: asked between merge steps (the worker's stop)."""
         db, projection = self.views.dbs["memory"], self.views.projections["memory"]
         done = []
         for index in self._indexes() if force else self.due():
+            if stopping():
+                break
             started = time.perf_counter()
-            steps = fulltext_merge.merge(db, projection, index.being_id)
+            steps = fulltext_merge.merge(db, projection, index.being_id, stopping=stopping)
             self._rows_after[index.table] = index.rows
             report = {
                 "being_id": index.being_id,

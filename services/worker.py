@@ -171,7 +171,15 @@ class Worker:
             tasks.append(("vector-maintenance", "vectors", self.maintenance.run, self.maintenance_interval))
         if self.fulltext is not None:
             interval = self.views.settings.fulltext_maintenance_interval_s
-            tasks.append(("fulltext-maintenance", "memory", self.fulltext.run, interval))
+            fulltext = self.fulltext
+            tasks.append(
+                (
+                    "fulltext-maintenance",
+                    "memory",
+                    lambda: fulltext.run(stopping=self.stop_event.is_set),
+                    interval,
+                )
+            )
         for name, projection, run, interval in tasks:
             t = threading.Thread(
                 target=self._maintain, args=(name, projection, run, interval), name=name, daemon=True

@@ -75,6 +75,13 @@ def test_a_merge_keeps_every_answer_and_leaves_nothing_to_merge(
     before = answers(engram, cluster.being_id)
     assert all(before)
     monkeypatch.setattr(fulltext_merge, "MERGE_PAGES", 1)  # a page per step
+    db, projection = engram.views.dbs["memory"], engram.views.projections["memory"]
+    # A merge asked to stop (the worker stopping) stops between steps; the next one goes on.
+    answers_to_stopping = iter([False, False, True])
+    stopped = fulltext_merge.merge(
+        db, projection, str(cluster.being_id), stopping=lambda: next(answers_to_stopping)
+    )
+    assert stopped == 2 and answers(engram, cluster.being_id) == before
     steps = merge(engram, cluster.being_id)
     assert steps > 1
     assert answers(engram, cluster.being_id) == before  # same rows, same bm25 to the last bit
