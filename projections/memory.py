@@ -295,9 +295,9 @@ class MemoryView(Projection):
         whole row rewrites the scene's text and makes the full-text trigger compare it (about half
         the cost of a patrol's memory view). SQLite rewrites every index on a column an UPDATE sets,
         changed or not, so only the columns that differ from the row as read are set: a reactivation
-        then rewrites 4 of the table's 8 indexes, not 6. A row not read in this batch (a rebuild's)
-        gets every state column. Rows left dirty (new ones, rewritten scenes) are upserted whole by
-        the batch as usual.
+        then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6. A row not read in this
+        batch (a rebuild's) gets every state column. Rows left dirty (new ones, rewritten scenes) are
+        upserted whole by the batch as usual.
         """
         nodes = batch.nodes
         by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
