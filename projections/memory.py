@@ -65,6 +65,7 @@ NODES = TableSpec(
         Index("sequence", ("being_id", "seq")),
         Index("changes", ("being_id", "position")),  # what changed since a position (ranking cache)
     ),
+    keeps_read=True,  # `MemoryView.before_commit` updates only the columns that changed
 )
 
 CLUSTERS = TableSpec(

@@ -40,6 +40,9 @@ class TableSpec:
     key: str = "id"
     indexes: tuple[Index, ...] = ()
     unique: tuple[tuple[str, ...], ...] = ()
+    keeps_read: bool = False
+    """A batch's cache keeps a copy of each row it reads (`RowCache.read`): for a projection that
+    writes only what changed in a row."""
 
     def ddl(self, physical: str, dialect: Any) -> list[str]:
         return [*self.table_ddl(physical, dialect), *self.index_ddl(physical)]
@@ -99,8 +102,9 @@ class RowCache:
     stored: set[str] = field(default_factory=set)
     """With `complete`: the keys that have a row in the table, so that new rows are inserted."""
     read: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """A copy of each row as `prefetch` read it from the table: what a batch changed in a row is
-    what differs from it (`memory.MemoryProjection.before_commit` writes only those columns)."""
+    """With `spec.keeps_read`: a copy of each row as `prefetch` read it from the table. What a batch
+    changed in a row is what differs from it (`memory.MemoryView.before_commit` writes only those
+    columns)."""
 
     @classmethod
     def for_new_table(cls, spec: TableSpec, physical: str) -> RowCache:
@@ -117,10 +121,12 @@ class RowCache:
                 f"SELECT {self.spec.select_list} FROM {self.physical} WHERE {self.spec.key} IN ({marks})",
                 list(part),
             )
+            keep = self.spec.keeps_read
             for row in found:
                 key = str(row[self.spec.key])
                 self.rows[key] = self.spec.normalise(row)
-                self.read[key] = dict(row)
+                if keep:
+                    self.read[key] = dict(row)
             for k in part:
                 self.rows.setdefault(k, None)
 
