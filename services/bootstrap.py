@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from services.aggregate_cache import AggregateCache
 from services.audit import AuditQueries
 from services.beings import BeingCommands
 from services.config import Settings
@@ -119,7 +120,7 @@ def bootstrap(
     app = open_event_log(settings.data_dir, url)
     return Engram(
         settings=settings,
-        store=AggregateStore(app),
+        store=AggregateStore(app, AggregateCache(settings.aggregate_cache_size)),
         clock=clock or SystemClock(),
         ids=ids or RandomIds(),
         _embedder=embedder,

@@ -56,6 +56,12 @@ class Settings(BaseSettings):
         description="Nodes whose ranking columns `query` keeps in memory, over all beings (~200 bytes "
         "each; ADR 0015). Least recently queried beings are dropped first.",
     )
+    aggregate_cache_size: int = Field(
+        10_000,
+        ge=0,
+        description="Aggregates (nodes, beings, …) whose latest state a process keeps, so loading one "
+        "again reads only its newer events (~4 KB each with a 384-d vector; 0 = off; ADR 0022).",
+    )
     worker_poll_interval_s: float = Field(0.2, gt=0, description="How often the worker looks for new events.")
     consistency_timeout_s: float = Field(
         10.0, gt=0, description="How long a read waits for the views to reach the caller's writes."

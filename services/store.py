@@ -20,6 +20,7 @@ from adapters.eventstore import batch_reads
 from adapters.eventstore.log_reader import EventLogSource
 from adapters.eventstore.recorders import DURABLE
 from domain.being import Being
+from services.aggregate_cache import AggregateCache, fork
 from services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
@@ -41,8 +42,9 @@ def _checked(cls: type[A], aggregate_id: UUID, agg: Any, being_id: UUID | None) 
 
 
 class AggregateStore:
-    def __init__(self, app: Application[UUID]) -> None:
+    def __init__(self, app: Application[UUID], cache: AggregateCache | None = None) -> None:
         self.app = app
+        self.cache = cache if cache is not None else AggregateCache(0)
         self.log = EventLogSource(app)
         self.known_beings: dict[str, UUID] = {}
         # Called after every successful save, e.g. to wake an in-process worker at once.
@@ -51,6 +53,8 @@ class AggregateStore:
     def get(
         self, cls: type[A], aggregate_id: UUID, *, being_id: UUID | None = None, version: int | None = None
     ) -> A:
+        if version is None and self._batch_reads():
+            return _checked(cls, aggregate_id, self._load_many([aggregate_id]).get(aggregate_id), being_id)
         try:
             agg: Aggregate = self.app.repository.get(aggregate_id, version=version, projector_func=_project)
         except AggregateNotFoundError:
@@ -85,26 +89,37 @@ class AggregateStore:
         return batch_reads.supports(self.app.recorder)
 
     def _load_many(self, unique: Sequence[UUID]) -> dict[UUID, Any]:
-        """Each id's aggregate from its latest snapshot and the events after it (None: no events)."""
+        """Each id's aggregate (None: no events): the cached state, or else the latest snapshot, and
+        the events after it, read for all ids with one query (services/aggregate_cache.py)."""
+        cached = self.cache.get(list(unique))
+        missing = [i for i in unique if i not in cached]
         snapshots_store = self.app.snapshots
-        mapper = self.app.mapper
         snapshots = (
-            batch_reads.latest_records(snapshots_store.recorder, unique)
-            if snapshots_store is not None and batch_reads.supports(snapshots_store.recorder)
+            batch_reads.latest_records(snapshots_store.recorder, missing)
+            if missing and snapshots_store is not None and batch_reads.supports(snapshots_store.recorder)
             else {}
         )
-        after = {i: snapshots[i].originator_version if i in snapshots else 0 for i in unique}
-        records = batch_reads.records_after(self.app.recorder, after)
-        return {
-            i: _project(
-                None,
-                (
-                    mapper.to_domain_event(record)
-                    for record in chain([snapshots[i]] if i in snapshots else [], records.get(i, ()))
-                ),
-            )
+        after = {
+            i: cached[i].version if i in cached else snapshots[i].originator_version if i in snapshots else 0
             for i in unique
         }
+        records = batch_reads.records_after(self.app.recorder, after)
+        to_event = self.app.mapper.to_domain_event
+        loaded: dict[UUID, Any] = {}
+        changed: list[Any] = []
+        for i in unique:
+            newer = records.get(i, ())
+            if i in cached:
+                loaded[i] = _project(fork(cached[i]), map(to_event, newer))
+                if not newer:
+                    continue
+            else:
+                first = [snapshots[i]] if i in snapshots else []
+                loaded[i] = _project(None, map(to_event, chain(first, newer)))
+            if loaded[i] is not None:
+                changed.append(loaded[i])
+        self.cache.put(changed)
+        return loaded
 
     def find(self, cls: type[A], aggregate_id: UUID) -> A | None:
         try:
@@ -123,6 +138,9 @@ class AggregateStore:
             recordings = self.app.save(*aggregates, **({} if durable else {DURABLE: False}))
         except (IntegrityError, RecordConflictError) as exc:
             raise WriteRaced(exc) from exc
+        # A command's aggregates are likely to be loaded again (a node recalled twice, the being of
+        # every command): those the cache holds are kept at their new version.
+        self.cache.refresh(aggregates)
         if not recordings:
             return None
         position = max(r.notification.id for r in recordings)

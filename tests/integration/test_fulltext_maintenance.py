@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import threading
 from typing import Any
-from uuid import UUID, uuid4
+from uuid import UUID
 
 import pytest
 
@@ -49,7 +49,10 @@ def add_nodes(e: Engram, cluster: Cluster, count: int, rng: random.Random, per_b
             scene = validate_scene_object(
                 {"action": action, "actors": [rng.choice(PEOPLE)], "when": ["2026-04-01"]}
             )
-            nodes.append(MemoryNode.create(uuid4(), scene, cluster, 0, e.clock.now()))
+            # Ids from `rng`: with random ids, FTS5's segments came out different from run to run,
+            # and about one run in six left a being a single b-tree (a merge with nothing to do).
+            node_id = UUID(int=rng.getrandbits(128), version=4)
+            nodes.append(MemoryNode.create(node_id, scene, cluster, 0, e.clock.now()))
         e.store.save(*nodes)
         e.views.ensure(names=["memory"])
 
@@ -71,7 +74,7 @@ def test_a_merge_keeps_every_answer_and_leaves_nothing_to_merge(
     table = index.table
     with engram.views.dbs["memory"].write() as conn:  # pages of 64 bytes: a small index, many pages
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('pgsz', 64)")
-    add_nodes(engram, cluster, 115, random.Random(1))
+    add_nodes(engram, cluster, 115, random.Random(11))
     before = answers(engram, cluster.being_id)
     assert all(before)
     monkeypatch.setattr(fulltext_merge, "MERGE_PAGES", 1)  # a page per step
