@@ -56,6 +56,18 @@ class Settings(BaseSettings):
         description="Nodes whose ranking columns `query` keeps in memory, over all beings (~200 bytes "
         "each; ADR 0015). Least recently queried beings are dropped first.",
     )
+    view_cache_mib: int = Field(
+        256,
+        ge=1,
+        description="SQLite: the page cache of each of a view's cached connections, allocated as pages are "
+        "read; it keeps the hot pages of the views in the process (ADR 0023).",
+    )
+    view_cached_connections: int = Field(
+        4,
+        ge=0,
+        description="SQLite: connections per view that keep that cache; requests beyond them read with "
+        "SQLite's default 2 MB cache.",
+    )
     aggregate_cache_size: int = Field(
         10_000,
         ge=0,

@@ -151,7 +151,12 @@ class Views:
             from adapters.views.sqlite_db import SQLiteViewDatabase
 
             for name in self.projections:
-                self.dbs[name] = SQLiteViewDatabase(self._dir / f"{name}.sqlite3", name)
+                self.dbs[name] = SQLiteViewDatabase(
+                    self._dir / f"{name}.sqlite3",
+                    name,
+                    cached_connections=settings.view_cached_connections,
+                    cache_kib=settings.view_cache_mib * 1024,
+                )
         for name, projection in self.projections.items():
             engine.initialise(self.dbs[name], projection)
         self._catch_up_locks: dict[str, HeldOpenFileLock | HeldOpenAdvisoryLock] = {}

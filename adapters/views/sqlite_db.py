@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,12 @@ log = structlog.get_logger(__name__)
 BULK_CACHE_KIB = 128 * 1024
 """Page cache of a connection while it fills a generation (allocated as used, given back after)."""
 
+
+CONNECTION_CACHE_KIB = 256 * 1024
+"""Page cache of each of a view's cached connections (ADR 0023; `ENGRAM_VIEW_CACHE_MIB`)."""
+
+CACHED_CONNECTIONS = 4
+"""Connections per view that keep that cache (`ENGRAM_VIEW_CACHED_CONNECTIONS`)."""
 
 STATEMENT_CACHE = 1024
 """Prepared statements a connection keeps. Preparing costs more than running most reads (a query's
@@ -51,73 +57,149 @@ class _Conn:
         return rows[0] if rows else None
 
 
+class _Pool:
+    """A view's connections, lent one transaction at a time.
+
+    The first `cached` connections keep a page cache of `cache_kib` (SQLite allocates it as pages are
+    read): the hot pages of a being's indexes stay in the process, where the kernel cannot drop them
+    between requests (ADR 0023). Requests beyond those get connections with SQLite's default cache.
+    Idle connections are lent most recently returned first, the cached ones before the others: a
+    single caller gets the same connection every time, whose cache its own writes keep valid.
+    """
+
+    def __init__(
+        self, open_connection: Callable[[], sqlite3.Connection], cached: int, cache_kib: int
+    ) -> None:
+        self._open = open_connection
+        self._cached = cached
+        self._cache_kib = cache_kib
+        self._lock = threading.Lock()
+        self._idle_cached: list[sqlite3.Connection] = []
+        self._idle_other: list[sqlite3.Connection] = []
+        self._all: list[sqlite3.Connection] = []
+        self._is_cached: set[int] = set()  # ids of the connections with the large cache
+        self._cached_count = 0
+
+    def take(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._idle_cached:
+                return self._idle_cached.pop()
+            if self._idle_other:
+                return self._idle_other.pop()
+            cached = self._cached_count < self._cached
+            self._cached_count += cached
+        conn = self._open()  # outside the lock: opening takes a while
+        if cached:
+            conn.execute(f"PRAGMA cache_size = {-self._cache_kib}")
+        with self._lock:
+            if cached:
+                self._is_cached.add(id(conn))
+            self._all.append(conn)
+        return conn
+
+    def give(self, conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:  # a COMMIT that failed: the next borrower must start clean
+            conn.execute("ROLLBACK")
+        with self._lock:
+            (self._idle_cached if id(conn) in self._is_cached else self._idle_other).append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._all = self._all, []
+            self._idle_cached.clear()
+            self._idle_other.clear()
+            self._is_cached.clear()
+            self._cached_count = 0
+        for conn in conns:
+            conn.close()
+
+
 class SQLiteViewDatabase:
     dialect: Dialect = "sqlite"
 
-    def __init__(self, path: Path, name: str) -> None:
+    def __init__(
+        self,
+        path: Path,
+        name: str,
+        *,
+        cached_connections: int = CACHED_CONNECTIONS,
+        cache_kib: int = CONNECTION_CACHE_KIB,
+    ) -> None:
         self.path = path
         self.name = name
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
+        self._pool = _Pool(self._open, cached_connections, cache_kib)
+        self._local = threading.local()  # a connection pinned to a thread by `bulk`
         self._checkpointer = Checkpointer(path)
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE for writers).
-            conn = sqlite3.connect(
-                self.path,
-                timeout=30.0,
-                isolation_level=None,
-                check_same_thread=False,
-                cached_statements=STATEMENT_CACHE,
-            )
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute(f"PRAGMA wal_autocheckpoint={INLINE_CHECKPOINT_PAGES}")  # see Checkpointer
-            self._local.conn = conn
+    def _open(self) -> sqlite3.Connection:
+        # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE for writers).
+        conn = sqlite3.connect(
+            self.path,
+            timeout=30.0,
+            isolation_level=None,
+            check_same_thread=False,
+            cached_statements=STATEMENT_CACHE,
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA wal_autocheckpoint={INLINE_CHECKPOINT_PAGES}")  # see Checkpointer
         return conn
 
     @contextmanager
-    def write(self) -> Iterator[_Conn]:
-        conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        pinned: sqlite3.Connection | None = getattr(self._local, "pinned", None)
+        if pinned is not None:
+            yield pinned
+            return
+        conn = self._pool.take()
         try:
-            yield _Conn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            yield conn
+        finally:
+            self._pool.give(conn)
+
+    @contextmanager
+    def write(self) -> Iterator[_Conn]:
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Conn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
         self._checkpointer.committed()
 
     @contextmanager
     def read(self) -> Iterator[_Conn]:
-        conn = self._connection()
-        conn.execute("BEGIN")
-        try:
-            yield _Conn(conn)
-        finally:
-            conn.execute("ROLLBACK")
+        with self._connection() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield _Conn(conn)
+            finally:
+                conn.execute("ROLLBACK")
 
     def table(self, logical: str, generation: int) -> str:
         return f"{logical}_g{generation}"
 
     @contextmanager
     def bulk(self) -> Iterator[None]:
-        conn = self._connection()
-        (cache_size,) = conn.execute("PRAGMA cache_size").fetchone()
-        # A rebuild's transactions are large: with the default 2 MB page cache, b-tree pages written
-        # early in a transaction are evicted and written out (and read back) again before it commits.
-        conn.execute(f"PRAGMA cache_size = {-BULK_CACHE_KIB}")
-        try:
-            yield
-        finally:
-            conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
+        """The block's transactions on this thread run on one connection with a large page cache."""
+        with self._connection() as conn:
+            (cache_size,) = conn.execute("PRAGMA cache_size").fetchone()
+            # A rebuild's transactions are large: with a small page cache, b-tree pages written early
+            # in a transaction are evicted and written out (and read back) again before it commits.
+            conn.execute(
+                f"PRAGMA cache_size = {min(int(cache_size), -BULK_CACHE_KIB)}"  # negative: KiB
+            )
+            self._local.pinned = conn
+            try:
+                yield
+            finally:
+                self._local.pinned = None
+                conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
     def close(self) -> None:
         self._checkpointer.stop()
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        self._pool.close()

@@ -1,0 +1,113 @@
+"""A SQLite view lends its connections one transaction at a time (ADR 0023): the first few keep a large
+page cache, a lone caller always gets the same one back, and nothing a transaction left behind reaches
+the next borrower."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from adapters.views.sqlite_db import BULK_CACHE_KIB, SQLiteViewDatabase
+from services.bootstrap import bootstrap
+from services.config import Settings
+
+
+def cache_kib(conn: object) -> int:
+    [row] = conn.query("PRAGMA cache_size")  # type: ignore[attr-defined]
+    return -int(row["cache_size"])
+
+
+def connection_of(conn: object) -> sqlite3.Connection:
+    return conn._conn  # type: ignore[attr-defined,no-any-return]
+
+
+def test_a_lone_caller_reads_and_writes_on_one_cached_connection(tmp_path: Path) -> None:
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=2, cache_kib=64 * 1024)
+    with db.write() as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+        first = connection_of(conn)
+    for _ in range(3):
+        with db.read() as conn:
+            assert connection_of(conn) is first and cache_kib(conn) == 64 * 1024
+        with db.write() as conn:
+            conn.execute("INSERT INTO t DEFAULT VALUES")
+            assert connection_of(conn) is first
+    assert len(db._pool._all) == 1
+    db.close()
+
+
+def test_side_by_side_readers_get_their_own_connections_and_only_the_first_keep_the_cache(
+    tmp_path: Path,
+) -> None:
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=2, cache_kib=64 * 1024)
+    inside, release = threading.Barrier(4), threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def reader() -> None:
+        with db.read() as conn:
+            seen.append((id(connection_of(conn)), cache_kib(conn)))
+            inside.wait(timeout=10)
+            release.wait(timeout=10)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    inside.wait(timeout=10)  # all three hold a read transaction at once
+    release.set()
+    for t in threads:
+        t.join(timeout=10)
+    assert len({c for c, _ in seen}) == 3
+    assert sorted(kib for _, kib in seen) == [2000, 64 * 1024, 64 * 1024]  # SQLite's default: 2,000 KiB
+    # Idle again: a borrower gets a cached connection before the other one.
+    with db.read() as conn:
+        assert cache_kib(conn) == 64 * 1024
+    db.close()
+    assert db._pool._all == []
+
+
+def test_a_connection_left_in_a_transaction_is_rolled_back_before_it_is_lent_again(tmp_path: Path) -> None:
+    """As after a COMMIT that failed (SQLITE_BUSY, say): `write` re-raises, and the pool takes the
+    connection back still inside the transaction."""
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v")
+    with db.write() as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+    raw = db._pool.take()
+    raw.execute("BEGIN IMMEDIATE")
+    raw.execute("INSERT INTO t DEFAULT VALUES")
+    db._pool.give(raw)
+    with db.write() as conn:  # would fail with "cannot start a transaction within a transaction"
+        assert connection_of(conn) is raw
+        conn.execute("INSERT INTO t DEFAULT VALUES")
+    with db.read() as conn:
+        assert conn.query("SELECT count(*) AS n FROM t") == [{"n": 1}]  # the abandoned insert is gone
+    db.close()
+
+
+def test_a_bulk_block_runs_on_one_connection_with_the_bulk_cache_then_gives_it_back(tmp_path: Path) -> None:
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=1, cache_kib=1024)
+    with db.bulk():
+        with db.write() as conn:
+            conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
+            pinned = connection_of(conn)
+            assert cache_kib(conn) == BULK_CACHE_KIB
+        with db.read() as conn:
+            assert connection_of(conn) is pinned
+    with db.read() as conn:
+        assert connection_of(conn) is pinned and cache_kib(conn) == 1024
+    db.close()
+
+
+def test_settings_size_the_views_connections(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        embedder="hashing",
+        llm="none",
+        view_cache_mib=8,
+        view_cached_connections=1,
+    )
+    with bootstrap(settings) as engram:
+        db = engram.views.dbs["memory"]
+        assert isinstance(db, SQLiteViewDatabase)
+        with db.read() as conn:
+            assert cache_kib(conn) == 8 * 1024
