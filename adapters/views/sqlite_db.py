@@ -88,9 +88,14 @@ class _Pool:
                 return self._idle_other.pop()
             cached = self._cached_count < self._cached
             self._cached_count += cached
-        conn = self._open()  # outside the lock: opening takes a while
-        if cached:
-            conn.execute(f"PRAGMA cache_size = {-self._cache_kib}")
+        try:
+            conn = self._open()  # outside the lock: opening takes a while
+            if cached:
+                conn.execute(f"PRAGMA cache_size = {-self._cache_kib}")
+        except BaseException:
+            with self._lock:
+                self._cached_count -= cached
+            raise
         with self._lock:
             if cached:
                 self._is_cached.add(id(conn))
@@ -193,11 +198,12 @@ class SQLiteViewDatabase:
             conn.execute(
                 f"PRAGMA cache_size = {min(int(cache_size), -BULK_CACHE_KIB)}"  # negative: KiB
             )
+            outer = getattr(self._local, "pinned", None)  # a bulk block inside another keeps its pin
             self._local.pinned = conn
             try:
                 yield
             finally:
-                self._local.pinned = None
+                self._local.pinned = outer
                 conn.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
     def close(self) -> None:

@@ -8,6 +8,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from adapters.views.sqlite_db import BULK_CACHE_KIB, SQLiteViewDatabase
 from services.bootstrap import bootstrap
 from services.config import Settings
@@ -111,3 +113,33 @@ def test_settings_size_the_views_connections(tmp_path: Path) -> None:
         assert isinstance(db, SQLiteViewDatabase)
         with db.read() as conn:
             assert cache_kib(conn) == 8 * 1024
+
+
+def test_a_bulk_block_inside_another_keeps_the_outer_pin(tmp_path: Path) -> None:
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=1, cache_kib=1024)
+    with db.bulk():
+        with db.read() as conn:
+            pinned = connection_of(conn)
+        with db.bulk(), db.read() as conn:
+            assert connection_of(conn) is pinned
+        with db.read() as conn:
+            assert connection_of(conn) is pinned and cache_kib(conn) == BULK_CACHE_KIB
+    db.close()
+
+
+def test_a_connection_that_failed_to_open_leaves_its_cache_to_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=1, cache_kib=1024)
+    opened = db._pool._open
+
+    def fail() -> sqlite3.Connection:
+        raise sqlite3.OperationalError("unable to open database file")
+
+    monkeypatch.setattr(db._pool, "_open", fail)
+    with pytest.raises(sqlite3.OperationalError), db.read():
+        pass
+    monkeypatch.setattr(db._pool, "_open", opened)
+    with db.read() as conn:
+        assert cache_kib(conn) == 1024
+    db.close()
