@@ -391,16 +391,19 @@ def recall(r: Result) -> str:
         "held-out rephrasings. `exact` = Edge's brute-force search (what serves until the worker's "
         "maintenance builds the HNSW graph), `HNSW` = after it. `recall` reactivates what it returns "
         "(one write per call, committed without waiting for the disk since ADR 0018, writing only what "
-        "changed since ADR 0021); Edge searches each shard with one thread (ADR 0019); each being's "
+        "changed since ADR 0021, loading the nodes and the being through the process's aggregate cache "
+        "since ADR 0022); Edge searches each shard with one thread (ADR 0019); each being's "
         "full-text index is merged into one b-tree after the build, as the worker's maintenance keeps it "
         "(ADR 0020). Each phase first times one pass of `recall` over the queries, and one of `query` "
         "before its goal row (rows of their own: the first calls after the build or `optimize()` have "
         "run up to twice as slow as the same calls repeated: they read from the disk the pages the "
         "kernel dropped from its page cache meanwhile. "
-        "This VM keeps ~200 MB of page cache on 23.5 GiB, and dropping the page cache by hand "
-        "reproduces the slow pass), then the rows below in order; the `part:` rows time the pieces alone. "
-        "The same holds across runs: the machine's page cache, not only the code, moves the figures "
-        "(the unchanged `SQL fetch 100 nodes` part shows a run's phase).",
+        "This VM has kept as little as ~200 MB of page cache on 23.5 GiB, and dropping the page cache "
+        "by hand reproduces the slow pass; since ADR 0023 the views' hot pages stay in the process), "
+        "then the rows below in order; the `part:` rows time the pieces alone. "
+        "The same holds across runs: the machine, not only the code, moves the figures (the `exact` "
+        "columns show a run's phase: with the same Edge and search code, `vector search top 3` at 100k "
+        "took 23 ms in one run and 43 ms in another).",
         "\n".join(f"- {line}" for line in setup),
         table(header, rows(calls)),
         table(header, rows(parts)),
