@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +56,24 @@ class _Conn:
     def query_one(self, sql: str, params: Sequence[Any] = ()) -> dict[str, Any] | None:
         rows = self.query(sql, params)
         return rows[0] if rows else None
+
+
+WAL_SWITCH_ATTEMPTS = 200
+
+
+def _use_wal(conn: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so). The switch needs an exclusive lock, and SQLite refuses
+    it at once, without its busy handler, while another connection opening the new file side by side
+    holds a shared one: such a refusal is retried."""
+    for attempt in range(WAL_SWITCH_ATTEMPTS):
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_SWITCH_ATTEMPTS - 1:
+                raise
+            time.sleep(0.01)
 
 
 class _Pool:
@@ -146,9 +165,9 @@ class SQLiteViewDatabase:
             check_same_thread=False,
             cached_statements=STATEMENT_CACHE,
         )
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA busy_timeout=30000")
+        _use_wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA wal_autocheckpoint={INLINE_CHECKPOINT_PAGES}")  # see Checkpointer
         return conn
 

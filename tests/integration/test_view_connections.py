@@ -43,6 +43,8 @@ def test_side_by_side_readers_get_their_own_connections_and_only_the_first_keep_
     tmp_path: Path,
 ) -> None:
     db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=2, cache_kib=64 * 1024)
+    with db.write() as conn:  # the file exists, in WAL, before the readers open theirs (as after bootstrap)
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
     inside, release = threading.Barrier(4), threading.Event()
     seen: list[tuple[int, int]] = []
 
@@ -59,7 +61,7 @@ def test_side_by_side_readers_get_their_own_connections_and_only_the_first_keep_
     release.set()
     for t in threads:
         t.join(timeout=10)
-    assert len({c for c, _ in seen}) == 3
+    assert len({c for c, _ in seen}) == 3  # the writer's connection, and two opened side by side
     assert sorted(kib for _, kib in seen) == [2000, 64 * 1024, 64 * 1024]  # SQLite's default: 2,000 KiB
     # Idle again: a borrower gets a cached connection before the other one.
     with db.read() as conn:
@@ -143,3 +145,35 @@ def test_a_connection_that_failed_to_open_leaves_its_cache_to_the_next(
     with db.read() as conn:
         assert cache_kib(conn) == 1024
     db.close()
+
+
+def _open_side_by_side(db: SQLiteViewDatabase, threads: int) -> tuple[list[str], list[BaseException]]:
+    """`threads` threads start a read on `db` at the same moment; each one's journal mode, or error."""
+    start = threading.Barrier(threads)
+    modes: list[str] = []
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            start.wait(timeout=10)
+            with db.read() as conn:
+                modes.append(conn.query("PRAGMA journal_mode")[0]["journal_mode"])
+        except BaseException as exc:
+            errors.append(exc)
+
+    running = [threading.Thread(target=opener) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join(timeout=30)
+    return modes, errors
+
+
+def test_connections_opening_side_by_side_on_a_new_file_all_get_it_in_wal(tmp_path: Path) -> None:
+    """Twelve threads open a new file at once, sixty times: without the retry of the switch to WAL,
+    each of four runs of this test failed ("database is locked"); the full suite had hit it too."""
+    for round_ in range(60):
+        db = SQLiteViewDatabase(tmp_path / f"v{round_}.sqlite3", "v", cached_connections=0)
+        modes, errors = _open_side_by_side(db, 12)
+        db.close()
+        assert errors == [] and modes == ["wal"] * 12
