@@ -109,6 +109,9 @@ def _scoped(column: str, db: ViewDatabase, by_id: bool) -> str:
 
 
 _BM25_RANK = "bm25(" + ", ".join(str(w) for w in FTS_WEIGHTS) + ")"
+_BM25_TEXT = "%!.17g"
+"""SQLite's `printf` format for a bm25 score: 17 significant digits, which Python reads back as the
+same float for any magnitude bm25 can reach (`tests/unit/test_fts_scores_text.py`)."""
 LEXICAL_SLACK = 20
 """Extra full-text rows fetched beyond `limit`, for the rows `_fts_top` drops (other statuses, ties)."""
 
@@ -137,23 +140,30 @@ def _fts_top(
     fetched for the rows of other statuses, and more are asked for in the rare case that is not
     enough. Rows with exactly the same bm25 across the cut are taken in rowid (noting) order.
     `min_rowid`: only rows from it on.
+
+    The rows come back as one text, joined inside the statement: SQLite then does the whole join
+    in one step, without the GIL, while the vector search holds it (ADR 0017), where row by row
+    each row waited for it. `_BM25_TEXT` writes a score so that it reads back as the same float.
     """
     fetch = limit + LEXICAL_SLACK
     while True:  # one statement text for every call: preparing it costs more than running it
-        found = conn.query(
-            f"SELECT t.rowid AS rowid, n.id AS id, n.status AS status, -t.rank AS score FROM "
-            f"(SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? AND rowid >= ? "
-            f"ORDER BY rank, rowid LIMIT ?) AS t JOIN {nodes} n ON n.rowid = t.rowid",
+        row = conn.query_one(
+            f"SELECT group_concat(printf('%d %s %s {_BM25_TEXT}', t.rowid, n.id, n.status, -t.rank), "
+            f"char(10)) AS hits FROM (SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? "
+            f"AND rowid >= ? ORDER BY rank, rowid LIMIT ?) AS t JOIN {nodes} n ON n.rowid = t.rowid",
             [match, _BM25_RANK, min_rowid or 0, fetch],
         )
+        found = [hit.split(" ") for hit in row["hits"].split("\n")] if row and row["hits"] else []
         kept = [
-            r
-            for r in sorted(found, key=lambda r: (-float(r["score"]), int(r["rowid"])))
-            if r["status"] in statuses
+            (float(score), -int(rowid), node_id)
+            for rowid, node_id, status, score in found
+            if status in statuses
         ]
+        kept.sort(reverse=True)  # best score first, then the lower rowid
         if len(kept) >= limit or len(found) < fetch:
-            top = ((str(r["id"]), float(r["score"])) for r in kept[:limit])
-            return sorted(top, key=lambda hit: (-hit[1], hit[0]))
+            return sorted(
+                ((node_id, score) for score, _, node_id in kept[:limit]), key=lambda hit: (-hit[1], hit[0])
+            )
         fetch *= 4
 
 
