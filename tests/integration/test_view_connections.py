@@ -4,14 +4,19 @@ the next borrower."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import sqlite3
 import threading
 from pathlib import Path
+from uuid import UUID
 
 import pytest
 
 from adapters.views.sqlite_db import BULK_CACHE_KIB, SQLiteViewDatabase
+from projections import engine
 from services.bootstrap import bootstrap
+from services.commands import NoteInput
 from services.config import Settings
 
 
@@ -88,17 +93,47 @@ def test_a_connection_left_in_a_transaction_is_rolled_back_before_it_is_lent_aga
     db.close()
 
 
-def test_a_bulk_block_runs_on_one_connection_with_the_bulk_cache_then_gives_it_back(tmp_path: Path) -> None:
+def test_a_bulk_block_runs_on_a_connection_of_its_own_with_the_bulk_cache_then_closes_it(
+    tmp_path: Path,
+) -> None:
     db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=1, cache_kib=1024)
+    with db.read() as conn:
+        pooled = connection_of(conn)
     with db.bulk():
         with db.write() as conn:
             conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY)")
             pinned = connection_of(conn)
-            assert cache_kib(conn) == BULK_CACHE_KIB
+            assert pinned is not pooled and cache_kib(conn) == BULK_CACHE_KIB
         with db.read() as conn:
             assert connection_of(conn) is pinned
     with db.read() as conn:
-        assert connection_of(conn) is pinned and cache_kib(conn) == 1024
+        assert connection_of(conn) is pooled and cache_kib(conn) == 1024
+        assert conn.query("SELECT count(*) AS n FROM t") == [{"n": 0}]  # the block's table, committed
+    with pytest.raises(sqlite3.ProgrammingError):
+        pinned.execute("SELECT 1")
+    assert db._pool._all == [pooled]
+    db.close()
+
+
+def test_a_bulk_block_leaves_its_pages_with_its_connection(tmp_path: Path) -> None:
+    """What a bulk block wrote does not stay in the process: the pooled connections keep only what
+    reads brought in (a pooled connection that had written a rebuild served reads slower, ADR 0023)."""
+    sqlite_lib = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
+    sqlite_lib.sqlite3_memory_used.restype = ctypes.c_int64
+    db = SQLiteViewDatabase(tmp_path / "v.sqlite3", "v", cached_connections=1, cache_kib=256 * 1024)
+    with db.write() as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB)")
+    before = sqlite_lib.sqlite3_memory_used()
+    with db.bulk():
+        for _ in range(4):
+            with db.write() as conn:
+                conn.executemany("INSERT INTO t (body) VALUES (randomblob(1000))", [()] * 5000)
+        during = sqlite_lib.sqlite3_memory_used()
+    after = sqlite_lib.sqlite3_memory_used()
+    assert during - before > 15_000_000  # the ~20 MB written sit in the block's page cache
+    assert after - before < 2_000_000
+    with db.read() as conn:
+        assert conn.query("SELECT count(*) AS n FROM t") == [{"n": 20_000}]
     db.close()
 
 
@@ -126,6 +161,8 @@ def test_a_bulk_block_inside_another_keeps_the_outer_pin(tmp_path: Path) -> None
             assert connection_of(conn) is pinned
         with db.read() as conn:
             assert connection_of(conn) is pinned and cache_kib(conn) == BULK_CACHE_KIB
+    with db.read() as conn:
+        assert connection_of(conn) is not pinned and cache_kib(conn) == 1024
     db.close()
 
 
@@ -177,3 +214,25 @@ def test_connections_opening_side_by_side_on_a_new_file_all_get_it_in_wal(tmp_pa
         modes, errors = _open_side_by_side(db, 12)
         db.close()
         assert errors == [] and modes == ["wal"] * 12
+
+
+def test_a_catch_up_of_a_backlog_writes_all_but_its_first_batch_in_a_bulk_block(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none")
+    with bootstrap(settings) as engram:
+        being_id = UUID(engram.beings.register("Aria").being_id)
+        for i in range(120):
+            engram.notes.take("Aria", NoteInput(kind="todo", text=f"todo {i}"))
+        db = engram.views.dbs["notes"]
+        assert isinstance(db, SQLiteViewDatabase)
+        pinned: list[bool] = []
+
+        def progress(count: int) -> None:
+            pinned.append(getattr(db._local, "pinned", None) is not None)
+
+        applied = engine.catch_up(
+            db, engram.views.projections["notes"], engram.views.source, limit=25, progress=progress
+        )
+        assert applied >= 120
+        assert len(pinned) >= 5 and pinned[0] is False and all(pinned[1:])
+        assert getattr(db._local, "pinned", None) is None  # the block ended with the catch-up
+        assert len(engram.views.read.notes(being_id)) == 120
