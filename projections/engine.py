@@ -448,6 +448,10 @@ def process(
     return count
 
 
+BULK_BACKLOG_BATCHES = 10
+"""`catch_up` writes the rest of a backlog in a bulk block when more than this many batches remain."""
+
+
 def catch_up(
     db: ViewDatabase,
     projection: Projection,
@@ -482,9 +486,10 @@ def catch_up(
                 progress(count)
             if position >= target:  # spares a transaction that would only find the view caught up
                 return total
-            if not in_bulk:
-                # A backlog (more than one batch): the rest as a rebuild writes, on one connection
-                # whose cache gives back what it wrote at the end (ADR 0023's addendum).
+            if not in_bulk and target - position > BULK_BACKLOG_BATCHES * limit:
+                # A backlog: the rest as a rebuild writes, on a connection of its own whose pages go
+                # with it (ADR 0023's addendum). Not for a few batches behind, as a busy worker
+                # often is: that connection starts with an empty cache.
                 stack.enter_context(db.bulk())
                 in_bulk = True
 

@@ -217,22 +217,32 @@ def test_connections_opening_side_by_side_on_a_new_file_all_get_it_in_wal(tmp_pa
 
 
 def test_a_catch_up_of_a_backlog_writes_all_but_its_first_batch_in_a_bulk_block(tmp_path: Path) -> None:
+    """A view far behind (more than `BULK_BACKLOG_BATCHES` batches) catches up like a rebuild writes,
+    on a connection of its own; one a few batches behind stays on the pooled connection."""
     settings = Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none")
     with bootstrap(settings) as engram:
         being_id = UUID(engram.beings.register("Aria").being_id)
-        for i in range(120):
-            engram.notes.take("Aria", NoteInput(kind="todo", text=f"todo {i}"))
         db = engram.views.dbs["notes"]
         assert isinstance(db, SQLiteViewDatabase)
+        notes = engram.views.projections["notes"]
         pinned: list[bool] = []
 
         def progress(count: int) -> None:
             pinned.append(getattr(db._local, "pinned", None) is not None)
 
-        applied = engine.catch_up(
-            db, engram.views.projections["notes"], engram.views.source, limit=25, progress=progress
-        )
+        def note(count: int) -> None:
+            for i in range(count):
+                engram.notes.take("Aria", NoteInput(kind="todo", text=f"todo {i}"))
+
+        note(120)
+        applied = engine.catch_up(db, notes, engram.views.source, limit=5, progress=progress)
         assert applied >= 120
-        assert len(pinned) >= 5 and pinned[0] is False and all(pinned[1:])
+        assert len(pinned) >= 20 and pinned[0] is False and all(pinned[1:])
         assert getattr(db._local, "pinned", None) is None  # the block ended with the catch-up
         assert len(engram.views.read.notes(being_id)) == 120
+
+        pinned.clear()
+        note(12)  # about three batches behind
+        engine.catch_up(db, notes, engram.views.source, limit=5, progress=progress)
+        assert len(pinned) >= 3 and not any(pinned)
+        assert len(engram.views.read.notes(being_id)) == 132
