@@ -3,7 +3,8 @@
 Every figure on the page comes from a result file; the prose around the tables explains what is
 measured and never quotes a number itself, so a new run regenerates the page without stale text.
 The LoCoMo tuning log is history (each row was measured once, on the day of the change) and is
-included verbatim from `docs/bench/locomo-notes.md`.
+included verbatim from `docs/bench/locomo-notes.md`; so is the record of earlier runs of the latency
+goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 Result = dict[str, Any]
 
 LOCOMO_NOTES = Path(__file__).resolve().parents[2] / "docs" / "bench" / "locomo-notes.md"
+EARLIER_RUNS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "earlier-runs.md"
 
 # Goals from the issues; the page says for each whether this run met it.
 REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
@@ -583,7 +585,10 @@ def goals(results: dict[str, Result]) -> str | None:
             rows.append(("LoCoMo dev, default profile: R@5 ≥ 0.65, R@10 ≥ 0.75", got, _met(ok)))
     if not rows:
         return None
-    return "## Goals\n\n" + table(["goal (from the issues)", "this run", ""], rows, "lrl")
+    section = "## Goals\n\n" + table(["goal (from the issues)", "this run", ""], rows, "lrl")
+    if EARLIER_RUNS.exists():  # the goals read one run on one machine; earlier runs say how far that holds
+        section += "\n\n" + EARLIER_RUNS.read_text(encoding="utf-8").strip()
+    return section
 
 
 def _machine_line(results: dict[str, Result]) -> str:
