@@ -37,7 +37,7 @@ from services.ranking import Profile, profile
 from services.thresholds import thresholds_for
 
 RECALL_LIMIT = 3
-_MEMORY_VIEWS = ("memory", "vectors")  # what recall and query read
+MEMORY_VIEWS = ("memory", "vectors")  # what recall and query read
 MAX_QUERY_K = 100
 MAX_QUERY_CHARS = 4000
 MAX_SEARCH_TERMS = 20
@@ -173,7 +173,7 @@ class Reading:
         `vector`: the text's embedding by the configured embedder, when the caller already has it.
         """
         text = self._check_text(text)
-        being_id = self._being(being_ref, _MEMORY_VIEWS)
+        being_id = self._being(being_ref, MEMORY_VIEWS)
         model = self.e.embedder.model_id
         if vector is None:
             model, vector = self._vector(text)
@@ -230,7 +230,7 @@ class Reading:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
         text = self._check_text(text)
-        being_id = self._being(being_ref, _MEMORY_VIEWS)
+        being_id = self._being(being_ref, MEMORY_VIEWS)
         read = self.e.views.read
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
         n = max(p.candidates, k)
