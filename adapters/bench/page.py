@@ -16,8 +16,9 @@ from typing import Any
 
 Result = dict[str, Any]
 
-LOCOMO_NOTES = Path(__file__).resolve().parents[2] / "docs" / "bench" / "locomo-notes.md"
-EARLIER_RUNS = Path(__file__).resolve().parents[2] / "docs" / "bench" / "earlier-runs.md"
+BENCH_DOCS = Path(__file__).resolve().parents[2] / "docs" / "bench"
+LOCOMO_NOTES = BENCH_DOCS / "locomo-notes.md"
+EARLIER_RUNS = BENCH_DOCS / "earlier-runs.md"
 
 # Goals from the issues; the page says for each whether this run met it.
 REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
