@@ -9,10 +9,10 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.base import BeingScopedAggregate
-from domain.cluster import ROOT_NAMES, Cluster
-from domain.errors import InvalidInput
-from domain.ids import being_id_for_name, normalise_being_name, root_cluster_id
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.cluster import ROOT_NAMES, Cluster
+from engram.domain.errors import InvalidInput
+from engram.domain.ids import being_id_for_name, normalise_being_name, root_cluster_id
 
 MAX_NAME_CHARS = 64
 MAX_SOUL_CHARS = 64 * 1024

@@ -7,8 +7,8 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.base import BeingScopedAggregate
-from domain.errors import ClusterDeleted, CrossBeingReference, InvalidInput, RootClusterImmutable
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.errors import ClusterDeleted, CrossBeingReference, InvalidInput, RootClusterImmutable
 
 ROOT_NAMES = ("Business", "Private")
 MAX_CLUSTER_NAME_CHARS = 120

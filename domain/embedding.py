@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from domain.errors import EmbeddingMismatch, InvalidInput
+from engram.domain.errors import EmbeddingMismatch, InvalidInput
 
 
 def _pack(values: Iterable[float]) -> bytes:

@@ -9,11 +9,11 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain import decay
-from domain.base import BeingScopedAggregate
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.errors import (
+from engram.domain import decay
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.errors import (
     CrossBeingReference,
     DeadNodeCannotBeAbsorbed,
     EmbeddingMismatch,
@@ -22,7 +22,7 @@ from domain.errors import (
     NodeNotDecayed,
     PinnedNodeCannotDie,
 )
-from domain.scene import Scene, SceneInput
+from engram.domain.scene import Scene, SceneInput
 
 CONSOLIDATION_BONUS = 0.05
 """Importance a survivor gains per merge group (spec ❹), capped at 1.0."""

@@ -9,9 +9,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.base import BeingScopedAggregate
-from domain.errors import InvalidInput, InvalidTransition, PayloadTooLarge
-from domain.scene import (
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.errors import InvalidInput, InvalidTransition, PayloadTooLarge
+from engram.domain.scene import (
     MAX_SCENE_TEXT_BYTES,
     ParseFailure,
     SceneInput,

@@ -14,9 +14,9 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.base import BeingScopedAggregate
-from domain.errors import InvalidInput, InvalidTransition
-from domain.ids import patrol_run_id
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.errors import InvalidInput, InvalidTransition
+from engram.domain.ids import patrol_run_id
 
 
 class PatrolStep(StrEnum):

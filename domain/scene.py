@@ -27,7 +27,7 @@ from pydantic import (
     field_validator,
 )
 
-from domain.errors import InvalidScene
+from engram.domain.errors import InvalidScene
 
 MAX_SCENE_TEXT_BYTES = 64 * 1024
 """A scene note's raw text, UTF-8 encoded. Larger texts are refused before parsing."""

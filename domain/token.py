@@ -18,7 +18,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.errors import InvalidInput, InvalidTransition
+from engram.domain.errors import InvalidInput, InvalidTransition
 
 MAX_LABEL_CHARS = 200
 MAX_PREFIX_CHARS = 16

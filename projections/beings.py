@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.being import Being
-from projections.engine import Batch, Projection, handles
-from projections.tables import Index, TableSpec
+from engram.domain.being import Being
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.tables import Index, TableSpec
 
 BEINGS = TableSpec(
     name="beings",

@@ -26,8 +26,8 @@ import structlog
 from eventsourcing.persistence import Notification
 from eventsourcing.utils import get_topic
 
-from projections.sql import ViewConnection, ViewDatabase
-from projections.tables import RowCache, TableSpec
+from engram.projections.sql import ViewConnection, ViewDatabase
+from engram.projections.tables import RowCache, TableSpec
 
 log = structlog.get_logger("engram.projections")
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from projections import engine
-from projections.memory import fts_registry, fts_table
-from projections.sql import ViewConnection, ViewDatabase
+from engram.projections import engine
+from engram.projections.memory import fts_registry, fts_table
+from engram.projections.sql import ViewConnection, ViewDatabase
 
 MERGE_PAGES = 200
 """Pages (4 kB) one merge step writes at most: ~25 ms, a few steps per 100k rows' index."""

@@ -15,12 +15,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from domain import decay
-from domain.cluster import Cluster
-from domain.node import MemoryNode, NodeStatus
-from projections.engine import Batch, Projection, handles
-from projections.sql import ViewConnection, ViewDatabase, chunks
-from projections.tables import MAX_IN_LIST, Index, TableSpec
+from engram.domain import decay
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode, NodeStatus
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.sql import ViewConnection, ViewDatabase, chunks
+from engram.projections.tables import MAX_IN_LIST, Index, TableSpec
 
 NODES = TableSpec(
     name="nodes",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.note import Note, NoteKind, ParseStatus
-from projections.engine import Batch, Projection, handles
-from projections.tables import Index, TableSpec
+from engram.domain.note import Note, NoteKind, ParseStatus
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.tables import Index, TableSpec
 
 NOTES = TableSpec(
     name="notes",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from domain.patrol_run import PatrolRun
-from projections.engine import Batch, Projection, handles
-from projections.tables import Index, TableSpec
+from engram.domain.patrol_run import PatrolRun
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.tables import Index, TableSpec
 
 RUNS = TableSpec(
     name="patrol_runs",

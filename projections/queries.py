@@ -17,16 +17,16 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from projections import engine
-from projections.beings import BEINGS, DIARY
-from projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
-from projections.notes import NOTES
-from projections.overlap import Overlap
-from projections.patrol_runs import RUNS
-from projections.ranking_cache import BeingRanking, RankingCache
-from projections.sql import ViewConnection, ViewDatabase, chunks
-from projections.tables import TableSpec
-from projections.vectors import VECTOR_NODES
+from engram.projections import engine
+from engram.projections.beings import BEINGS, DIARY
+from engram.projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
+from engram.projections.notes import NOTES
+from engram.projections.overlap import Overlap
+from engram.projections.patrol_runs import RUNS
+from engram.projections.ranking_cache import BeingRanking, RankingCache
+from engram.projections.sql import ViewConnection, ViewDatabase, chunks
+from engram.projections.tables import TableSpec
+from engram.projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from collections.abc import Collection, Iterable
 from typing import Any
 from uuid import UUID
 
-from projections.sql import ViewConnection
+from engram.projections.sql import ViewConnection
 
 Row = dict[str, Any]
 

@@ -19,7 +19,7 @@ from functools import cached_property
 from operator import itemgetter
 from typing import Any
 
-from projections.sql import ViewConnection, chunks, types
+from engram.projections.sql import ViewConnection, chunks, types
 
 MAX_IN_LIST = 500
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.token import ApiToken
-from projections import engine
-from projections.engine import Batch, Projection, handles
-from projections.sql import ViewDatabase
-from projections.tables import Index, TableSpec
+from engram.domain.token import ApiToken
+from engram.projections import engine
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.sql import ViewDatabase
+from engram.projections.tables import Index, TableSpec
 
 TOKENS = TableSpec(
     name="tokens",

@@ -25,7 +25,7 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from domain.errors import DomainError
+from engram.domain.errors import DomainError
 
 
 class ServiceUnavailable(DomainError):

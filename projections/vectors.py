@@ -30,12 +30,12 @@ from uuid import UUID
 import numpy as np
 import structlog
 
-from domain.cluster import Cluster
-from domain.node import MemoryNode, NodeStatus
-from projections.engine import Batch, Projection, handles
-from projections.sql import ViewConnection, ViewDatabase
-from projections.tables import Index, TableSpec
-from projections.vector_index import PayloadPatch, SearchFilter, VectorIndex, VectorPoint
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode, NodeStatus
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.sql import ViewConnection, ViewDatabase
+from engram.projections.tables import Index, TableSpec
+from engram.projections.vector_index import PayloadPatch, SearchFilter, VectorIndex, VectorPoint
 
 log = structlog.get_logger("engram.projections.vectors")
 

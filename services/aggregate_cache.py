@@ -22,7 +22,7 @@ from enum import Enum
 from typing import Any
 from uuid import UUID
 
-from domain.embedding import Embedding
+from engram.domain.embedding import Embedding
 
 _SHARED = (str, int, float, bool, type(None), bytes, UUID, datetime, Enum, Embedding, frozenset)
 """Value types a fork may share with the cached aggregate: nothing changes them in place."""

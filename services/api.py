@@ -1,19 +1,21 @@
 """Embedding Engram in a Python service: one call opens it, the same composition root as the CLI.
 
-`open_engram()` returns an `Engram` (see `services.bootstrap`), which is a context manager. Settings
-come from the `ENGRAM_*` environment variables (README, "Configuration"); keyword arguments override
-them. Every method takes a being by name or id, and every write returns the log position it wrote.
+`engram.open()` (this module's `open`) returns an `Engram` (see `engram.services.bootstrap`), which
+is a context manager. Settings come from the `ENGRAM_*` environment variables (README,
+"Configuration"); keyword arguments override them. Every method takes a being by name or id, and
+every write returns the log position it wrote.
 
 Example::
 
-    from services.api import NoteInput, open_engram
+    import engram
+    from engram import NoteInput
 
-    with open_engram("./engram-data", embedder="offline") as engram:
-        engram.beings.register("Aria")
-        engram.beings.define_soul("Aria", "Curious, warm, dry humour.")
+    with engram.open("./engram-data", embedder="offline") as memory:
+        memory.beings.register("Aria")
+        memory.beings.define_soul("Aria", "Curious, warm, dry humour.")
 
         # Services note scenes as they happen; an idempotency key makes retries safe.
-        engram.notes.take_many("Aria", [
+        memory.notes.take_many("Aria", [
             NoteInput(text='{"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], '
                            '"when": ["2026-05-02"], "feeling": "hopeful", "themes": ["garden"]}',
                       idempotency_key="msg-1042"),
@@ -21,24 +23,24 @@ Example::
         ])
 
         # Patrol turns notes into memory nodes, files them, lets them decay (run it in the background).
-        engram.patrol("Aria")
+        memory.patrol("Aria")
 
-        recalled = engram.reading.recall("Aria", "gardening with Mina")
+        recalled = memory.reading.recall("Aria", "gardening with Mina")
         print(recalled.text)        # <memory>hopeful / Planted tomatoes with Mina</memory> (shuffled)
 
-        ranked = engram.reading.query("Aria", "tomatoes", k=5, reactivate=False)
+        ranked = memory.reading.query("Aria", "tomatoes", k=5, reactivate=False)
         for node in ranked.nodes:
             print(f"{node.score:.3f}", node.action)
 
-        found = engram.reading.search_memory("Aria", ["garden", "Mina"], mode="and")
-        context = engram.reading.context("Aria")   # system prompt, snapshot, recent memories
+        found = memory.reading.search_memory("Aria", ["garden", "Mina"], mode="and")
+        context = memory.reading.context("Aria")   # system prompt, snapshot, recent memories
         print(context.text)
 
 The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragment stream),
 `recall_memory` (a cluster's nodes), `search_memory` (keywords), `query` (ranked retrieval) and
 `context`; all but `context` and `query(reactivate=False)` reactivate what they return. Errors are
-`domain.errors.DomainError` subclasses with a `code`: `InvalidInput`, `services.errors.NotFound`,
-`services.errors.Conflict`, and the domain's invariant errors.
+`engram.DomainError` subclasses with a `code`: `engram.InvalidInput`, `engram.NotFound`,
+`engram.Conflict`, and the domain's invariant errors.
 
 One process at a time may open an embedded data directory (Qdrant Edge holds it); use PostgreSQL
 (`database_url=...`) and a Qdrant server (`qdrant_url=...`) to share a deployment between processes.
@@ -51,15 +53,15 @@ from typing import Any
 
 import structlog
 
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.ports import LLM, Clock, Embedder, IdFactory
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.ports import LLM, Clock, Embedder, IdFactory
 
-__all__ = ["Engram", "NoteInput", "Settings", "open_engram"]
+__all__ = ["Engram", "NoteInput", "Settings", "open", "open_engram"]
 
 
-def open_engram(
+def open(
     data_dir: str | os.PathLike[str] | None = None,
     *,
     clock: Clock | None = None,
@@ -87,7 +89,11 @@ def open_engram(
         settings_overrides["llm"], llm = llm, None
     settings = Settings(**settings_overrides)
     if not structlog.is_configured():
-        from adapters.logging import configure_logging
+        from engram.adapters.logging import configure_logging
 
         configure_logging(settings.log_level, settings.log_format)
     return bootstrap(settings, clock=clock, ids=ids, embedder=embedder, llm=llm)
+
+
+open_engram = open
+"""The name of `open` before the package was called `engram` (kept for existing callers)."""

@@ -9,17 +9,17 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.errors import InvalidInput
-from domain.node import MemoryNode
-from domain.note import Note
-from domain.patrol_run import PatrolRun
-from domain.token import ApiToken
-from services.beings import parse_uuid, resolve_being
-from services.errors import NotFound
-from services.jsonview import aggregate_state, event_payload, event_type
-from services.store import AggregateStore
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.errors import InvalidInput
+from engram.domain.node import MemoryNode
+from engram.domain.note import Note
+from engram.domain.patrol_run import PatrolRun
+from engram.domain.token import ApiToken
+from engram.services.beings import parse_uuid, resolve_being
+from engram.services.errors import NotFound
+from engram.services.jsonview import aggregate_state, event_payload, event_type
+from engram.services.store import AggregateStore
 
 MAX_LOG_LIMIT = 10_000
 

@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
-from domain.being import Being
-from domain.ids import being_id_for_name
-from services.commands import BeingRegistered, Done
-from services.errors import DuplicateBeing, NotFound, WriteRaced
-from services.ports import Clock
-from services.runner import CommandRunner
-from services.store import AggregateStore
+from engram.domain.being import Being
+from engram.domain.ids import being_id_for_name
+from engram.services.commands import BeingRegistered, Done
+from engram.services.errors import DuplicateBeing, NotFound, WriteRaced
+from engram.services.ports import Clock
+from engram.services.runner import CommandRunner
+from engram.services.store import AggregateStore
 
 
 def parse_uuid(value: str) -> UUID | None:

@@ -11,20 +11,20 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from services.aggregate_cache import AggregateCache
-from services.audit import AuditQueries
-from services.beings import BeingCommands
-from services.config import Settings
-from services.nodes import NodeCommands
-from services.notes import NoteCommands
-from services.ports import LLM, Clock, Embedder, IdFactory
-from services.runner import CommandRunner
-from services.store import AggregateStore
-from services.views import Views
+from engram.services.aggregate_cache import AggregateCache
+from engram.services.audit import AuditQueries
+from engram.services.beings import BeingCommands
+from engram.services.config import Settings
+from engram.services.nodes import NodeCommands
+from engram.services.notes import NoteCommands
+from engram.services.ports import LLM, Clock, Embedder, IdFactory
+from engram.services.runner import CommandRunner
+from engram.services.store import AggregateStore
+from engram.services.views import Views
 
 if TYPE_CHECKING:
-    from services.patrol.run import PatrolReport
-    from services.reading import Reading
+    from engram.services.patrol.run import PatrolReport
+    from engram.services.reading import Reading
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Engram:
     @cached_property
     def reading(self) -> Reading:
         """recall, recall_memory, search_memory, query, context."""
-        from services.reading import Reading
+        from engram.services.reading import Reading
 
         return Reading(self)
 
@@ -73,7 +73,7 @@ class Engram:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from adapters.embedders import build_embedder
+            from engram.adapters.embedders import build_embedder
 
             self._embedder = build_embedder(self.settings)
         return self._embedder
@@ -81,14 +81,14 @@ class Engram:
     @property
     def llm(self) -> LLM:
         if self._llm is None:
-            from adapters.llm import build_llm
+            from engram.adapters.llm import build_llm
 
             self._llm = build_llm(self.settings)
         return self._llm
 
     def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport:
         """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only."""
-        from services.patrol.run import Patrol
+        from engram.services.patrol.run import Patrol
 
         return Patrol(self, llm=llm).run(being, dry_run=dry_run)
 
@@ -112,8 +112,8 @@ def bootstrap(
     embedder: Embedder | None = None,
     llm: LLM | None = None,
 ) -> Engram:
-    from adapters.eventstore import open_event_log
-    from adapters.system import RandomIds, SystemClock
+    from engram.adapters.eventstore import open_event_log
+    from engram.adapters.system import RandomIds, SystemClock
 
     settings = settings or Settings()
     url = settings.database_url.get_secret_value() if settings.database_url else None

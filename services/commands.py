@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.note import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SOURCE_REF_CHARS, NoteKind
+from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SOURCE_REF_CHARS, NoteKind
 
 MAX_BATCH_NOTES = 1000
 """Notes per batch command (one transaction). The CLI splits larger files into batches."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from domain.errors import DomainError
+from engram.domain.errors import DomainError
 
 
 class ServiceError(DomainError):

@@ -8,8 +8,8 @@ from typing import Any
 
 import structlog
 
-from projections import fulltext_merge
-from services.views import Views
+from engram.projections import fulltext_merge
+from engram.services.views import Views
 
 log = structlog.get_logger("engram.maintenance")
 

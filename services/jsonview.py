@@ -10,7 +10,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from domain.embedding import Embedding
+from engram.domain.embedding import Embedding
 
 _EVENT_META = {"originator_id", "originator_version", "timestamp", "originator_topic"}
 

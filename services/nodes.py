@@ -6,12 +6,12 @@ from collections.abc import Callable
 from datetime import datetime
 from uuid import UUID
 
-from domain.node import MemoryNode
-from services.beings import resolve_being_id
-from services.commands import Done
-from services.ports import Clock
-from services.runner import CommandRunner
-from services.store import AggregateStore
+from engram.domain.node import MemoryNode
+from engram.services.beings import resolve_being_id
+from engram.services.commands import Done
+from engram.services.ports import Clock
+from engram.services.runner import CommandRunner
+from engram.services.store import AggregateStore
 
 
 class NodeCommands:

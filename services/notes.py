@@ -6,15 +6,15 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import UUID
 
-from domain.errors import InvalidInput
-from domain.ids import note_id_for_key
-from domain.note import Note, NoteKind, ParseStatus
-from services.beings import resolve_being_id
-from services.commands import MAX_BATCH_NOTES, NoteInput, NotesTaken, NoteTaken
-from services.errors import IdempotencyConflict, NotFound
-from services.ports import Clock, IdFactory
-from services.runner import CommandRunner
-from services.store import AggregateStore
+from engram.domain.errors import InvalidInput
+from engram.domain.ids import note_id_for_key
+from engram.domain.note import Note, NoteKind, ParseStatus
+from engram.services.beings import resolve_being_id
+from engram.services.commands import MAX_BATCH_NOTES, NoteInput, NotesTaken, NoteTaken
+from engram.services.errors import IdempotencyConflict, NotFound
+from engram.services.ports import Clock, IdFactory
+from engram.services.runner import CommandRunner
+from engram.services.store import AggregateStore
 
 
 def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:

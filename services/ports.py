@@ -14,7 +14,7 @@ from uuid import UUID
 
 from pydantic import BaseModel
 
-from domain.embedding import Embedding
+from engram.domain.embedding import Embedding
 
 
 class Clock(Protocol):

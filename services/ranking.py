@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from domain.errors import InvalidInput
+from engram.domain.errors import InvalidInput
 
 
 @dataclass(frozen=True)

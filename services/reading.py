@@ -18,14 +18,14 @@ from uuid import UUID
 import numpy as np
 from pydantic import BaseModel, Field
 
-from domain.errors import InvalidInput
-from domain.node import MemoryNode, ReactivationSource
-from domain.scene import Scene
-from projections.queries import ReadModels
-from projections.ranking_cache import BeingRanking
-from services.beings import resolve_being_id
-from services.errors import NotFound
-from services.query_text import (
+from engram.domain.errors import InvalidInput
+from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.scene import Scene
+from engram.projections.queries import ReadModels
+from engram.projections.ranking_cache import BeingRanking
+from engram.services.beings import resolve_being_id
+from engram.services.errors import NotFound
+from engram.services.query_text import (
     DateSpan,
     date_closeness,
     first_date,
@@ -33,8 +33,8 @@ from services.query_text import (
     query_dates,
     strip_words,
 )
-from services.ranking import Profile, profile
-from services.thresholds import thresholds_for
+from engram.services.ranking import Profile, profile
+from engram.services.thresholds import thresholds_for
 
 RECALL_LIMIT = 3
 MEMORY_VIEWS = ("memory", "vectors")  # what recall and query read

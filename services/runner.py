@@ -16,8 +16,8 @@ from typing import TypeVar
 
 import structlog
 
-from domain.errors import DomainError
-from services.errors import ConcurrencyConflict, WriteRaced
+from engram.domain.errors import DomainError
+from engram.services.errors import ConcurrencyConflict, WriteRaced
 
 T = TypeVar("T")
 

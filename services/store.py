@@ -16,12 +16,12 @@ from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
 
-from adapters.eventstore import batch_reads
-from adapters.eventstore.log_reader import EventLogSource
-from adapters.eventstore.recorders import DURABLE
-from domain.being import Being
-from services.aggregate_cache import AggregateCache, fork
-from services.errors import NotFound, WriteRaced
+from engram.adapters.eventstore import batch_reads
+from engram.adapters.eventstore.log_reader import EventLogSource
+from engram.adapters.eventstore.recorders import DURABLE
+from engram.domain.being import Being
+from engram.services.aggregate_cache import AggregateCache, fork
+from engram.services.errors import NotFound, WriteRaced
 
 A = TypeVar("A", bound=Aggregate)
 

@@ -22,12 +22,12 @@ from uuid import UUID
 
 from pydantic import BaseModel, Field
 
-from domain.errors import InvalidInput
-from domain.token import ApiToken, TokenScope
-from projections.tokens import token_by_hash, tokens
-from services.beings import parse_uuid, resolve_being
-from services.commands import Done
-from services.errors import NotFound
+from engram.domain.errors import InvalidInput
+from engram.domain.token import ApiToken, TokenScope
+from engram.projections.tokens import token_by_hash, tokens
+from engram.services.beings import parse_uuid, resolve_being
+from engram.services.commands import Done
+from engram.services.errors import NotFound
 
 TOKEN_PREFIX = "eng_"  # noqa: S105 - the public prefix of every token, not a secret
 TOKEN_BYTES = 32

@@ -18,23 +18,23 @@ import structlog
 from eventsourcing.application import Application
 from eventsourcing.persistence import Notification
 
-from adapters.eventstore.log_reader import EventLogSource
-from adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock, Lock
-from projections import engine
-from projections.beings import BeingsView
-from projections.engine import EventSource, Projection
-from projections.memory import MemoryView
-from projections.notes import NotesView
-from projections.overlap import Overlap
-from projections.patrol_runs import PatrolRunsView
-from projections.queries import ReadModels
-from projections.ranking_cache import RankingCache
-from projections.sql import ViewDatabase
-from projections.tokens import TokensView
-from projections.vector_index import VectorIndex
-from projections.vectors import VectorQueries, VectorsView
-from services.config import Settings
-from services.errors import Conflict, ConsistencyTimeout, NotFound
+from engram.adapters.eventstore.log_reader import EventLogSource
+from engram.adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock, Lock
+from engram.projections import engine
+from engram.projections.beings import BeingsView
+from engram.projections.engine import EventSource, Projection
+from engram.projections.memory import MemoryView
+from engram.projections.notes import NotesView
+from engram.projections.overlap import Overlap
+from engram.projections.patrol_runs import PatrolRunsView
+from engram.projections.queries import ReadModels
+from engram.projections.ranking_cache import RankingCache
+from engram.projections.sql import ViewDatabase
+from engram.projections.tokens import TokensView
+from engram.projections.vector_index import VectorIndex
+from engram.projections.vectors import VectorQueries, VectorsView
+from engram.services.config import Settings
+from engram.services.errors import Conflict, ConsistencyTimeout, NotFound
 
 log = structlog.get_logger("engram.views")
 
@@ -141,14 +141,14 @@ class Views:
         self._conninfo: str | None = None
         self.dbs: dict[str, ViewDatabase] = {}
         if settings.database_url is not None:
-            from adapters.views.postgres_db import PostgresViews
+            from engram.adapters.views.postgres_db import PostgresViews
 
             self._conninfo, schema = _split_schema(settings.database_url.get_secret_value())
             self._pg = PostgresViews(self._conninfo, schema=schema)
             for name in self.projections:
                 self.dbs[name] = self._pg.database(name)
         else:
-            from adapters.views.sqlite_db import SQLiteViewDatabase
+            from engram.adapters.views.sqlite_db import SQLiteViewDatabase
 
             for name in self.projections:
                 self.dbs[name] = SQLiteViewDatabase(
@@ -169,7 +169,7 @@ class Views:
         self.overlap = Overlap()
 
     def _open_vector_index(self) -> VectorIndex:
-        from adapters.vectors import build_vector_index
+        from engram.adapters.vectors import build_vector_index
 
         return build_vector_index(self.settings, self.settings.data_dir)
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import structlog
 
-from projections import engine
-from projections.vectors import nodes_alias
-from services.fulltext_maintenance import FullTextMaintenance
-from services.views import Views
+from engram.projections import engine
+from engram.projections.vectors import nodes_alias
+from engram.services.fulltext_maintenance import FullTextMaintenance
+from engram.services.views import Views
 
 log = structlog.get_logger("engram.worker")
 

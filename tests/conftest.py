@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
 from tests.support import SeededIds, SteppingClock, postgres_schema, require_postgres
 
 BACKENDS = ["sqlite", "postgres"]

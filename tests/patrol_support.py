@@ -22,12 +22,12 @@ from uuid import UUID
 
 from pydantic import BaseModel, ValidationError
 
-from domain.ids import patrol_run_id
-from domain.patrol_run import PatrolRun
-from services.commands import NoteInput
-from services.config import Settings
-from services.patrol.grouping import classify_root_fallback
-from services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
+from engram.domain.ids import patrol_run_id
+from engram.domain.patrol_run import PatrolRun
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.patrol.grouping import classify_root_fallback
+from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from adapters.bench.scratch import scratch_schema
+from engram.adapters.bench.scratch import scratch_schema
 
 
 class SteppingClock:
@@ -68,7 +68,7 @@ def fresh_settings(backend: str, root: os.PathLike[str] | str, **overrides: obje
     """Settings on a database of their own (a new directory, or a new PostgreSQL schema)."""
     from pathlib import Path
 
-    from services.config import Settings
+    from engram.services.config import Settings
 
     data_dir = Path(root) / uuid.uuid4().hex
     base = {"data_dir": data_dir, "embedder": "hashing", "llm": "none", **overrides}

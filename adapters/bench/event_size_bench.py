@@ -19,10 +19,10 @@ from uuid import uuid4
 
 from eventsourcing.persistence import JSONTranscoder, Mapper
 
-from adapters.bench.machine import finish, machine_info
-from adapters.eventstore.event_log import EventLog
-from domain.embedding import Embedding
-from domain.node import MemoryNode
+from engram.adapters.bench.machine import finish, machine_info
+from engram.adapters.eventstore.event_log import EventLog
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode
 
 
 def _mapper() -> Mapper:  # type: ignore[type-arg]

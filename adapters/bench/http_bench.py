@@ -29,12 +29,12 @@ from typing import Any
 
 import httpx
 
-from adapters.bench.machine import finish, machine_info
-from adapters.logging import configure_logging
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.tokens import TokenService
+from engram.adapters.bench.machine import finish, machine_info
+from engram.adapters.logging import configure_logging
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.tokens import TokenService
 
 DEMO_SCENES = Path(__file__).resolve().parent.parent / "cli" / "demo_scenes.jsonl"
 
@@ -109,7 +109,7 @@ def start_server(data: Path, embedder: str) -> tuple[subprocess.Popen[bytes], st
     }
     env.pop("ENGRAM_DATABASE_URL", None)
     server = subprocess.Popen(
-        [sys.executable, "-c", "from adapters.cli.main import main; main()", "serve"],
+        [sys.executable, "-c", "from engram.adapters.cli.main import main; main()", "serve"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from adapters.bench.machine import machine_info
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.config import Settings
+from engram.adapters.bench.machine import machine_info
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
 
 
 def _scene(i: int) -> NoteInput:

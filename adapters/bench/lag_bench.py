@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from adapters.bench.machine import finish, machine_info
-from adapters.logging import configure_logging
-from projections import engine
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.worker import Worker, postgres_listener
+from engram.adapters.bench.machine import finish, machine_info
+from engram.adapters.logging import configure_logging
+from engram.projections import engine
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.worker import Worker, postgres_listener
 
 TICK_S = 0.010
 SAMPLE_S = 0.100

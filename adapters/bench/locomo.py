@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from domain.errors import InvalidInput
+from engram.domain.errors import InvalidInput
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 SCORED_CATEGORIES = (1, 2, 3, 4)

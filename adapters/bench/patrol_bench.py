@@ -35,17 +35,17 @@ from typing import Any
 import numpy as np
 import structlog
 
-from adapters.bench.machine import machine_info
-from adapters.bench.scratch import scratch_schema
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode, ReactivationSource
-from domain.patrol_run import PatrolStep
-from domain.scene import validate_scene_object
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
+from engram.adapters.bench.machine import machine_info
+from engram.adapters.bench.scratch import scratch_schema
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.patrol_run import PatrolStep
+from engram.domain.scene import validate_scene_object
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
 
 BATCH = 200
 CLUSTER_SIZE = 100

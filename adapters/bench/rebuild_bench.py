@@ -37,18 +37,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from adapters.logging import configure_logging
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.ids import node_id_for_note
-from domain.node import MemoryNode, ReactivationSource
-from domain.note import Note
-from domain.scene import validate_scene_object
-from projections import engine
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
-from services.ports import LLMAnswer, LLMUnavailable
+from engram.adapters.logging import configure_logging
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.ids import node_id_for_note
+from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.note import Note
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
+from engram.services.ports import LLMAnswer, LLMUnavailable
 
 DIM = 384
 MODEL = "bench-random-384"

@@ -54,22 +54,22 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from adapters.bench.machine import machine_info
-from adapters.logging import configure_logging
-from adapters.vectors import EdgeVectorIndex
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.ids import being_id_for_name
-from domain.node import MemoryNode, ReactivationSource
-from domain.scene import SceneInput
-from projections.vector_index import SearchFilter
-from projections.vectors import nodes_alias
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
-from services.fulltext_maintenance import FullTextMaintenance
-from services.reading import MEMORY_VIEWS, NodeView, Reading, fragments
-from services.thresholds import thresholds_for
+from engram.adapters.bench.machine import machine_info
+from engram.adapters.logging import configure_logging
+from engram.adapters.vectors import EdgeVectorIndex
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.ids import being_id_for_name
+from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.scene import SceneInput
+from engram.projections.vector_index import SearchFilter
+from engram.projections.vectors import nodes_alias
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
+from engram.services.fulltext_maintenance import FullTextMaintenance
+from engram.services.reading import MEMORY_VIEWS, NodeView, Reading, fragments
+from engram.services.thresholds import thresholds_for
 
 Matrix = npt.NDArray[np.float32]
 T = TypeVar("T")

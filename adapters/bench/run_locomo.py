@@ -19,16 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.bench import locomo
-from adapters.bench.locomo import SCORED_CATEGORIES, Conversation
-from adapters.bench.metrics import KS, QuestionScore, score, summarise
-from adapters.bench.report import machine, now_utc
-from domain.errors import InvalidInput
-from services.bootstrap import Engram, bootstrap
-from services.commands import MAX_BATCH_NOTES, NoteInput
-from services.config import Settings
-from services.ranking import profile
-from services.reading import MAX_QUERY_CHARS
+from engram.adapters.bench import locomo
+from engram.adapters.bench.locomo import SCORED_CATEGORIES, Conversation
+from engram.adapters.bench.metrics import KS, QuestionScore, score, summarise
+from engram.adapters.bench.report import machine, now_utc
+from engram.domain.errors import InvalidInput
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.config import Settings
+from engram.services.ranking import profile
+from engram.services.reading import MAX_QUERY_CHARS
 
 DEFAULT_PROFILES = ("lexical", "semantic", "default")
 MANIFEST = "bench-manifest.json"

@@ -37,10 +37,10 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from adapters.bench.machine import finish, machine_info
-from adapters.logging import configure_logging
-from adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
-from projections.vector_index import SearchFilter, VectorIndex, VectorPoint
+from engram.adapters.bench.machine import finish, machine_info
+from engram.adapters.logging import configure_logging
+from engram.adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
+from engram.projections.vector_index import SearchFilter, VectorIndex, VectorPoint
 
 OTHER_BEINGS = 9
 STATUSES = ("active", "dormant", "archived")

@@ -8,8 +8,8 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import emit_json
-from domain.errors import InvalidInput
+from engram.adapters.cli.output import emit_json
+from engram.domain.errors import InvalidInput
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -79,8 +79,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         Blocks until the build is done (about a minute per 100k points); the build runs in a child
         process. With the embedded index, run it while neither `engram serve` nor `engram worker` runs.
         """
-        from services.fulltext_maintenance import FullTextMaintenance
-        from services.worker import VectorMaintenance
+        from engram.services.fulltext_maintenance import FullTextMaintenance
+        from engram.services.worker import VectorMaintenance
 
         views = ctx.engram.views
         views.ensure(names=["vectors", "memory"])
@@ -127,7 +127,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def worker(ctx: Any, once: bool, *, as_json: bool) -> None:
         """Run every projection continuously (Ctrl-C stops)."""
-        from services.worker import Worker, postgres_listener
+        from engram.services.worker import Worker, postgres_listener
 
         engram = ctx.engram
         views = engram.views
@@ -141,7 +141,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
             listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
             poll = 5.0
-        from services.patrol.auto import AutoPatrol
+        from engram.services.patrol.auto import AutoPatrol
 
         auto = AutoPatrol(engram) if engram.settings.auto_patrol else None
         w = Worker(views, poll_interval=poll, listen=listen, on_idle=auto.tick if auto else None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import emit_json
+from engram.adapters.cli.output import emit_json
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -30,7 +30,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             import importlib
             import sys
 
-            target = importlib.import_module(f"adapters.bench.{module}")
+            target = importlib.import_module(f"engram.adapters.bench.{module}")
             saved = sys.argv
             sys.argv = [f"engram bench {name}", *args]
             try:
@@ -89,8 +89,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         page: Path | None,
     ) -> None:
         """Every benchmark in turn, each in its own process; results as JSON files in OUT."""
-        from adapters.bench.page import load_results, render_page
-        from adapters.bench.run_all import BenchFailed, plan, run_all
+        from engram.adapters.bench.page import load_results, render_page
+        from engram.adapters.bench.run_all import BenchFailed, plan, run_all
 
         try:
             run_all(
@@ -115,7 +115,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     def page(results: Path, out: Path | None) -> None:
         """Render docs/benchmarks.md from the result files of `engram bench all`."""
-        from adapters.bench.page import load_results, render_page
+        from engram.adapters.bench.page import load_results, render_page
 
         text = render_page(load_results(results))
         if out is None:
@@ -143,8 +143,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         as_json: bool,
     ) -> None:
         """Notes per second: one note per command, and batched."""
-        from adapters.bench import ingest as ingest_bench
-        from adapters.cli.output import emit_json
+        from engram.adapters.bench import ingest as ingest_bench
+        from engram.adapters.cli.output import emit_json
 
         result = ingest_bench.run(database_url, singles, batched, batch_size, repeats)
         emit_json(result) if as_json else click.echo(ingest_bench.render(result))
@@ -202,8 +202,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from adapters.bench.report import render_locomo
-        from adapters.bench.run_locomo import DEFAULT_PROFILES, LocomoOptions, run
+        from engram.adapters.bench.report import render_locomo
+        from engram.adapters.bench.run_locomo import DEFAULT_PROFILES, LocomoOptions, run
 
         options = LocomoOptions(
             path=path,

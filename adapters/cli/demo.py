@@ -11,8 +11,8 @@ from typing import Any
 
 import click
 
-from services.commands import NoteInput
-from services.errors import DuplicateBeing
+from engram.services.commands import NoteInput
+from engram.services.errors import DuplicateBeing
 
 DEMO_BEING = "Aria"
 DEMO_SOUL = (
@@ -22,7 +22,7 @@ DEMO_SOUL = (
 
 
 def _demo_scenes() -> list[str]:
-    text = resources.files("adapters.cli").joinpath("demo_scenes.jsonl").read_text(encoding="utf-8")
+    text = resources.files("engram.adapters.cli").joinpath("demo_scenes.jsonl").read_text(encoding="utf-8")
     return [line for line in text.splitlines() if line.strip()]
 
 
@@ -124,7 +124,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             "\nnext: engram context Aria · engram history being Aria · engram projections status · engram serve"
         )
         if as_json:
-            from adapters.cli.output import emit_json
+            from engram.adapters.cli.output import emit_json
 
             emit_json(
                 {

@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from adapters.cli.output import emit_json
-from domain.errors import InvalidInput
+from engram.adapters.cli.output import emit_json
+from engram.domain.errors import InvalidInput
 
 
 def is_loopback(host: str) -> bool:
@@ -30,8 +30,8 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
     """
     import threading
 
-    from services.patrol.auto import AutoPatrol
-    from services.worker import Worker
+    from engram.services.patrol.auto import AutoPatrol
+    from engram.services.worker import Worker
 
     settings = engram.settings
     if wanted is None:
@@ -90,8 +90,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         One server process per data directory: it owns the embedded vector index.
         """
-        from adapters.http import HttpSettings, create_app
-        from adapters.logging import configure_logging
+        from engram.adapters.http import HttpSettings, create_app
+        from engram.adapters.logging import configure_logging
 
         overrides: dict[str, Any] = {
             k: v
@@ -144,7 +144,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def token_create(ctx: Any, being_ref: str | None, admin: bool, label: str, *, as_json: bool) -> None:
         """Issue a token. It is shown once: only its hash is stored."""
-        from services.tokens import TokenService
+        from engram.services.tokens import TokenService
 
         if bool(being_ref) == admin:
             raise InvalidInput("give --being BEING or --admin")
@@ -162,7 +162,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def token_list(ctx: Any, include_revoked: bool, *, as_json: bool) -> None:
         """Tokens by id, prefix, scope, being and label (never the token itself)."""
-        from services.tokens import TokenService
+        from engram.services.tokens import TokenService
 
         tokens = TokenService(ctx.engram).list(include_revoked=include_revoked)
         if as_json:
@@ -182,7 +182,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def token_revoke(ctx: Any, ref: str, reason: str, *, as_json: bool) -> None:
         """Revoke a token by id or listed prefix; a running server stops accepting it within a second."""
-        from services.tokens import TokenService
+        from engram.services.tokens import TokenService
 
         done = TokenService(ctx.engram).revoke(ref, reason)
         if as_json:

@@ -15,14 +15,14 @@ from uuid import UUID
 import click
 import structlog
 
-from adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
-from adapters.logging import configure_logging
-from domain.errors import DomainError, InvalidInput, InvalidScene
-from domain.scene import parse_scene_text
-from services.beings import list_beings
-from services.bootstrap import Engram, bootstrap
-from services.commands import MAX_BATCH_NOTES, NoteInput
-from services.config import Settings
+from engram.adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
+from engram.adapters.logging import configure_logging
+from engram.domain.errors import DomainError, InvalidInput, InvalidScene
+from engram.domain.scene import parse_scene_text
+from engram.services.beings import list_beings
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("engram.cli")
@@ -393,12 +393,12 @@ def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, 
         click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
 
 
-from adapters.cli import admin as _admin  # noqa: E402
-from adapters.cli import bench_cmds as _bench  # noqa: E402
-from adapters.cli import demo as _demo  # noqa: E402
-from adapters.cli import http_cmds as _http  # noqa: E402
-from adapters.cli import mcp_cmds as _mcp  # noqa: E402
-from adapters.cli import reading_cmds as _reading  # noqa: E402
+from engram.adapters.cli import admin as _admin  # noqa: E402
+from engram.adapters.cli import bench_cmds as _bench  # noqa: E402
+from engram.adapters.cli import demo as _demo  # noqa: E402
+from engram.adapters.cli import http_cmds as _http  # noqa: E402
+from engram.adapters.cli import mcp_cmds as _mcp  # noqa: E402
+from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 
 for _module in (_demo, _admin, _reading, _http, _mcp, _bench):
     _module.register(cli, command)

@@ -23,7 +23,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         only. stdout carries the protocol; logs go to stderr (ENGRAM_LOG_LEVEL). With the embedded
         default, one process at a time may open the data directory.
         """
-        from adapters.mcp import serve_stdio
-        from services.bootstrap import bootstrap
+        from engram.adapters.mcp import serve_stdio
+        from engram.services.bootstrap import bootstrap
 
         serve_stdio(lambda: bootstrap(ctx.settings), being_ref)

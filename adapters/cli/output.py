@@ -8,8 +8,8 @@ from typing import Any, NoReturn
 
 import click
 
-from domain.errors import DomainError, InvalidInput, InvalidScene
-from services.errors import Conflict, NotFound
+from engram.domain.errors import DomainError, InvalidInput, InvalidScene
+from engram.services.errors import Conflict, NotFound
 
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 3

@@ -11,10 +11,10 @@ from uuid import UUID
 
 import click
 
-from adapters.cli.output import emit_json
-from domain.scene import Scene
-from services.ranking import PROFILES
-from services.reading import MAX_QUERY_K, NodeView
+from engram.adapters.cli.output import emit_json
+from engram.domain.scene import Scene
+from engram.services.ranking import PROFILES
+from engram.services.reading import MAX_QUERY_K, NodeView
 
 
 def node_line(node: NodeView) -> str:

@@ -10,12 +10,12 @@ only when the embedder that needs them is built or first used.
 
 from __future__ import annotations
 
-from adapters.embedders._errors import EmbedderConfigError
-from adapters.embedders.hashing import HashingEmbedder
-from adapters.embedders.offline_minilm import MiniLMEmbedder
-from adapters.embedders.openai_embedder import OpenAIEmbedder
-from services.config import Settings
-from services.ports import Embedder
+from engram.adapters.embedders._errors import EmbedderConfigError
+from engram.adapters.embedders.hashing import HashingEmbedder
+from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
+from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+from engram.services.config import Settings
+from engram.services.ports import Embedder
 
 __all__ = [
     "EmbedderConfigError",

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from domain.embedding import Embedding
+from engram.domain.embedding import Embedding
 
 
 def rows_to_embeddings(model_id: str, matrix: npt.NDArray[Any]) -> list[Embedding]:

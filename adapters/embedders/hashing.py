@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from adapters.embedders._errors import EmbedderConfigError
-from adapters.embedders._vectors import rows_to_embeddings
-from domain.embedding import Embedding
+from engram.adapters.embedders._errors import EmbedderConfigError
+from engram.adapters.embedders._vectors import rows_to_embeddings
+from engram.domain.embedding import Embedding
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 

@@ -22,10 +22,10 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from adapters.embedders._errors import EmbedderConfigError
-from adapters.embedders._vectors import rows_to_embeddings
-from domain.embedding import Embedding
-from services.ports import EmbedderError
+from engram.adapters.embedders._errors import EmbedderConfigError
+from engram.adapters.embedders._vectors import rows_to_embeddings
+from engram.domain.embedding import Embedding
+from engram.services.ports import EmbedderError
 
 if TYPE_CHECKING:
     import onnxruntime as ort
@@ -65,7 +65,7 @@ def default_model_path() -> Path:
 
 
 def _read_vendored_tokenizer() -> str:
-    return resources.files("adapters.embedders").joinpath("assets/tokenizer.json").read_text("utf-8")
+    return resources.files("engram.adapters.embedders").joinpath("assets/tokenizer.json").read_text("utf-8")
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ import httpx
 import numpy as np
 import structlog
 
-from adapters.embedders._errors import EmbedderConfigError
-from adapters.embedders._vectors import rows_to_embeddings
-from domain.embedding import Embedding
-from services.ports import EmbedderError
+from engram.adapters.embedders._errors import EmbedderConfigError
+from engram.adapters.embedders._vectors import rows_to_embeddings
+from engram.domain.embedding import Embedding
+from engram.services.ports import EmbedderError
 
 if TYPE_CHECKING:
     import openai

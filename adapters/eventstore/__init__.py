@@ -1,5 +1,5 @@
 """The event log: the `eventsourcing` application on SQLite or PostgreSQL."""
 
-from adapters.eventstore.event_log import EventLog, event_log_env, open_event_log
+from engram.adapters.eventstore.event_log import EventLog, event_log_env, open_event_log
 
 __all__ = ["EventLog", "event_log_env", "open_event_log"]

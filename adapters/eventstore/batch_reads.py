@@ -19,7 +19,7 @@ from eventsourcing.persistence import AggregateRecorder, StoredEvent
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 
-from adapters.eventstore.transcodings import uuid_from_hex
+from engram.adapters.eventstore.transcodings import uuid_from_hex
 
 MAX_IDS = 400
 """Aggregates per statement: SQLite binds two parameters per aggregate and allows 32,766 (999 before 3.32)."""

@@ -14,11 +14,11 @@ from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import JSONTranscoder, Recording
 
-from adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
-from adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
-from domain.being import Being
-from domain.node import MemoryNode
-from domain.patrol_run import PatrolRun
+from engram.adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
+from engram.adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
+from engram.domain.being import Being
+from engram.domain.node import MemoryNode
+from engram.domain.patrol_run import PatrolRun
 
 APPLICATION_NAME = "engram"
 """Table names on PostgreSQL derive from it: changing it orphans a deployment's log."""

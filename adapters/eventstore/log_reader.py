@@ -24,9 +24,9 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 from psycopg.rows import tuple_row
 
-from adapters.eventstore.batch_reads import pg_events_table
-from adapters.eventstore.transcodings import uuid_from_hex
-from projections.engine import event_key
+from engram.adapters.eventstore.batch_reads import pg_events_table
+from engram.adapters.eventstore.transcodings import uuid_from_hex
+from engram.projections.engine import event_key
 
 _new = object.__new__
 _set = object.__setattr__

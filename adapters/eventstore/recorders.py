@@ -39,7 +39,7 @@ from eventsourcing.sqlite import (
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
-from adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
+from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
 
 DURABLE = "durable"
 """The keyword a save passes down to the recorder (`EventLog.save(..., durable=False)`)."""

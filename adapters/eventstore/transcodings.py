@@ -14,7 +14,7 @@ from uuid import UUID, SafeUUID
 
 from eventsourcing.persistence import Transcoding
 
-from domain.embedding import Embedding
+from engram.domain.embedding import Embedding
 
 _new = object.__new__
 _set = object.__setattr__

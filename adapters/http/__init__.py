@@ -1,6 +1,6 @@
 """The HTTP API (`engram serve`): FastAPI under `/v1`, bearer tokens, problem-details errors."""
 
-from adapters.http.app import create_app
-from adapters.http.config import HttpSettings
+from engram.adapters.http.app import create_app
+from engram.adapters.http.config import HttpSettings
 
 __all__ = ["HttpSettings", "create_app"]

@@ -10,12 +10,12 @@ import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from adapters.http import problems
-from adapters.http.config import HttpSettings
-from adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
-from adapters.http.routes import _version, admin, public, v1
-from services.bootstrap import Engram
-from services.tokens import DEV_ADMIN, TokenService
+from engram.adapters.http import problems
+from engram.adapters.http.config import HttpSettings
+from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
+from engram.adapters.http.routes import _version, admin, public, v1
+from engram.services.bootstrap import Engram
+from engram.services.tokens import DEV_ADMIN, TokenService
 
 DESCRIPTION = """\
 Event-sourced long-term memory for AI agents.

@@ -10,12 +10,12 @@ from uuid import UUID
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from adapters.http.problems import ApiError
-from domain.errors import InvalidInput
-from services.beings import resolve_being
-from services.bootstrap import Engram
-from services.errors import NotFound
-from services.tokens import Principal, TokenService
+from engram.adapters.http.problems import ApiError
+from engram.domain.errors import InvalidInput
+from engram.services.beings import resolve_being
+from engram.services.bootstrap import Engram
+from engram.services.errors import NotFound
+from engram.services.tokens import Principal, TokenService
 
 bearer_scheme = HTTPBearer(
     auto_error=False,

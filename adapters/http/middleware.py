@@ -29,10 +29,10 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapters.http.problems import problem_response, status_for
-from domain.errors import DomainError
-from services.runner import correlation
-from services.tokens import Principal
+from engram.adapters.http.problems import problem_response, status_for
+from engram.domain.errors import DomainError
+from engram.services.runner import correlation
+from engram.services.tokens import Principal
 
 log = structlog.get_logger("engram.http")
 

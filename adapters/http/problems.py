@@ -18,8 +18,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.routing import Match
 
-from domain.errors import DomainError, InvalidInput, InvalidScene, InvariantViolation, PayloadTooLarge
-from services.errors import ConsistencyTimeout, NotFound, ServiceError
+from engram.domain.errors import DomainError, InvalidInput, InvalidScene, InvariantViolation, PayloadTooLarge
+from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:engram:problem:"

@@ -12,9 +12,9 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Query, Response
 
-from adapters.http.deps import Admin, Being, Caller, EngramDep, Tokens, parse_as_of
-from adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT
-from adapters.http.schemas import (
+from engram.adapters.http.deps import Admin, Being, Caller, EngramDep, Tokens, parse_as_of
+from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT
+from engram.adapters.http.schemas import (
     BeingCreate,
     BeingSummary,
     ClusterRow,
@@ -37,13 +37,13 @@ from adapters.http.schemas import (
     SoulIn,
     TokenCreate,
 )
-from domain.errors import InvalidInput
-from domain.node import NodeStatus
-from domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
-from domain.token import MAX_LABEL_CHARS
-from services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
-from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, ContextView, Found, NodeView, Recalled
-from services.tokens import IssuedToken, TokenInfo
+from engram.domain.errors import InvalidInput
+from engram.domain.node import NodeStatus
+from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
+from engram.domain.token import MAX_LABEL_CHARS
+from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, ContextView, Found, NodeView, Recalled
+from engram.services.tokens import IssuedToken, TokenInfo
 
 MAX_LIST = 1000
 MAX_LLM_KEY_CHARS = 1000
@@ -387,7 +387,7 @@ def patrol(
     """Run (or resume) a patrol of the being. 409 while another patrol of it runs."""
     llm = None
     if llm_key:
-        from adapters.llm.factory import build_llm
+        from engram.adapters.llm.factory import build_llm
 
         llm = build_llm(engram.settings, api_key_override=llm_key, provider_override=llm_provider.value)
     dry_run = body.dry_run if body is not None else False

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from domain.being import MAX_NAME_CHARS, MAX_SOUL_CHARS
-from domain.token import MAX_LABEL_CHARS
-from services.commands import MAX_BATCH_NOTES, NoteInput
-from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K
+from engram.domain.being import MAX_NAME_CHARS, MAX_SOUL_CHARS
+from engram.domain.token import MAX_LABEL_CHARS
+from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K
 
 
 class Body(BaseModel):

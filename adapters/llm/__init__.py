@@ -5,13 +5,13 @@
 
 from typing import TYPE_CHECKING, Any
 
-from adapters.llm.factory import DescribedLLM, LLMConfigError, Provider, build_llm
-from adapters.llm.none_llm import NoLLM
-from adapters.llm.strict_schema import to_strict_json_schema
+from engram.adapters.llm.factory import DescribedLLM, LLMConfigError, Provider, build_llm
+from engram.adapters.llm.none_llm import NoLLM
+from engram.adapters.llm.strict_schema import to_strict_json_schema
 
 if TYPE_CHECKING:
-    from adapters.llm.anthropic_llm import AnthropicLLM
-    from adapters.llm.openai_llm import OpenAILLM
+    from engram.adapters.llm.anthropic_llm import AnthropicLLM
+    from engram.adapters.llm.openai_llm import OpenAILLM
 
 __all__ = [
     "AnthropicLLM",
@@ -27,11 +27,11 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "AnthropicLLM":
-        from adapters.llm.anthropic_llm import AnthropicLLM
+        from engram.adapters.llm.anthropic_llm import AnthropicLLM
 
         return AnthropicLLM
     if name == "OpenAILLM":
-        from adapters.llm.openai_llm import OpenAILLM
+        from engram.adapters.llm.openai_llm import OpenAILLM
 
         return OpenAILLM
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

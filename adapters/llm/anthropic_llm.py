@@ -19,7 +19,7 @@ import structlog
 from anthropic.types import TextBlock, ToolUseBlock
 from pydantic import BaseModel, ValidationError
 
-from adapters.llm.retry import (
+from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
     Redactor,
@@ -30,7 +30,7 @@ from adapters.llm.retry import (
     logged_call,
     validation_summary,
 )
-from services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
+from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 
 log = structlog.get_logger(__name__)
 

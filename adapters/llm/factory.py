@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import SecretStr
 
-from adapters.llm.none_llm import NoLLM
-from services.config import Settings
-from services.ports import LLM
+from engram.adapters.llm.none_llm import NoLLM
+from engram.services.config import Settings
+from engram.services.ports import LLM
 
 if TYPE_CHECKING:
     import httpx2
@@ -64,7 +64,7 @@ def build_llm(
             return NoLLM()
 
     if provider == "anthropic":
-        from adapters.llm.anthropic_llm import AnthropicLLM
+        from engram.adapters.llm.anthropic_llm import AnthropicLLM
 
         key = override or _secret(settings.anthropic_api_key)
         if not key:
@@ -81,7 +81,7 @@ def build_llm(
             http_client=http_client,
         )
 
-    from adapters.llm.openai_llm import OpenAILLM
+    from engram.adapters.llm.openai_llm import OpenAILLM
 
     key = override or _secret(settings.openai_api_key)
     if not key:

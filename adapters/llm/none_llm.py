@@ -6,7 +6,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from services.ports import LLMAnswer, LLMUnavailable, ModelClass
+from engram.services.ports import LLMAnswer, LLMUnavailable, ModelClass
 
 T = TypeVar("T", bound=BaseModel)
 

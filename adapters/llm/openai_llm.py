@@ -14,7 +14,7 @@ import structlog
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
-from adapters.llm.retry import (
+from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
     Redactor,
@@ -25,8 +25,8 @@ from adapters.llm.retry import (
     logged_call,
     validation_summary,
 )
-from adapters.llm.strict_schema import to_strict_json_schema
-from services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
+from engram.adapters.llm.strict_schema import to_strict_json_schema
+from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 
 log = structlog.get_logger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from services.ports import LLMError, LLMMalformedAnswer, LLMTransientError
+from engram.services.ports import LLMError, LLMMalformedAnswer, LLMTransientError
 
 R = TypeVar("R")
 

@@ -1,5 +1,5 @@
 """The MCP adapter: Engram's memory tools for one being, over the official `mcp` SDK (stdio)."""
 
-from adapters.mcp.server import EngramSession, build_server, serve_stdio
+from engram.adapters.mcp.server import EngramSession, build_server, serve_stdio
 
 __all__ = ["EngramSession", "build_server", "serve_stdio"]

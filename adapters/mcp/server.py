@@ -27,13 +27,13 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from domain.errors import DomainError
-from domain.scene import Scene
-from services.beings import resolve_being
-from services.bootstrap import Engram
-from services.commands import NoteInput, NoteTaken
-from services.ranking import PROFILES
-from services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, MAX_SEARCH_TERMS, ContextView, NodeView
+from engram.domain.errors import DomainError
+from engram.domain.scene import Scene
+from engram.services.beings import resolve_being
+from engram.services.bootstrap import Engram
+from engram.services.commands import NoteInput, NoteTaken
+from engram.services.ranking import PROFILES
+from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, MAX_SEARCH_TERMS, ContextView, NodeView
 
 T = TypeVar("T")
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from adapters.vectors.edge import EdgeVectorIndex
-from adapters.vectors.qdrant_server import QdrantVectorIndex
-from projections.vector_index import VectorIndex
+from engram.adapters.vectors.edge import EdgeVectorIndex
+from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
+from engram.projections.vector_index import VectorIndex
 
 __all__ = ["EdgeVectorIndex", "QdrantVectorIndex", "build_vector_index"]
 

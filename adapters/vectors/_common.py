@@ -11,7 +11,14 @@ from uuid import UUID
 
 import numpy as np
 
-from projections.vector_index import BEING_KEY, POSITION_KEY, PayloadPatch, PayloadUpdate, Vector, VectorPoint
+from engram.projections.vector_index import (
+    BEING_KEY,
+    POSITION_KEY,
+    PayloadPatch,
+    PayloadUpdate,
+    Vector,
+    VectorPoint,
+)
 
 # Collection and alias names become directory names (Edge) and URL path segments (server):
 # a conservative alphabet keeps both safe, including against path traversal.

@@ -66,7 +66,7 @@ from qdrant_edge import (
     UpdateOperation,
 )
 
-from adapters.vectors._common import (
+from engram.adapters.vectors._common import (
     CLUSTER_KEY,
     FULL_SCAN_THRESHOLD_KB,
     HNSW_EF_CONSTRUCT,
@@ -82,7 +82,7 @@ from adapters.vectors._common import (
     patch_payload,
     vector_list,
 )
-from projections.vector_index import (
+from engram.projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
     IndexStats,

@@ -26,7 +26,7 @@ import structlog
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
-from adapters.vectors._common import (
+from engram.adapters.vectors._common import (
     CLUSTER_KEY,
     HNSW_M,
     HNSW_PAYLOAD_M,
@@ -40,7 +40,7 @@ from adapters.vectors._common import (
     patch_payload,
     vector_list,
 )
-from projections.vector_index import (
+from engram.projections.vector_index import (
     BEING_KEY,
     POSITION_KEY,
     IndexStats,

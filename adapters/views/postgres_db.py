@@ -11,7 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from projections.sql import Dialect
+from engram.projections.sql import Dialect
 
 _QMARK = re.compile(r"\?")
 

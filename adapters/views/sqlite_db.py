@@ -12,8 +12,8 @@ from typing import Any
 
 import structlog
 
-from adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
-from projections.sql import Dialect
+from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
+from engram.projections.sql import Dialect
 
 log = structlog.get_logger(__name__)
 

@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel
 
-from services.patrol.prompts import PROMPT_VERSION, SYSTEM
-from services.ports import LLM, LLMError, LLMMalformedAnswer, LLMTransientError, ModelClass
+from engram.services.patrol.prompts import PROMPT_VERSION, SYSTEM
+from engram.services.ports import LLM, LLMError, LLMMalformedAnswer, LLMTransientError, ModelClass
 
 log = structlog.get_logger("engram.patrol.llm")
 

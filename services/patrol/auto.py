@@ -8,9 +8,9 @@ from typing import Any
 
 import structlog
 
-from domain.errors import DomainError
-from services.patrol.run import PatrolAlreadyRunning
-from services.patrol.schedule import BeingDue, is_due
+from engram.domain.errors import DomainError
+from engram.services.patrol.run import PatrolAlreadyRunning
+from engram.services.patrol.schedule import BeingDue, is_due
 
 log = structlog.get_logger("engram.patrol.auto")
 

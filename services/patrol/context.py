@@ -10,14 +10,14 @@ import numpy as np
 import numpy.typing as npt
 import structlog
 
-from domain.being import Being
-from domain.patrol_run import PatrolRun
-from projections.queries import ReadModels
-from projections.vectors import VectorQueries
-from services.ports import LLM, Clock, Embedder, IdFactory
-from services.store import AggregateStore
-from services.thresholds import Thresholds
-from services.views import Views
+from engram.domain.being import Being
+from engram.domain.patrol_run import PatrolRun
+from engram.projections.queries import ReadModels
+from engram.projections.vectors import VectorQueries
+from engram.services.ports import LLM, Clock, Embedder, IdFactory
+from engram.services.store import AggregateStore
+from engram.services.thresholds import Thresholds
+from engram.services.views import Views
 
 log = structlog.get_logger("engram.patrol")
 

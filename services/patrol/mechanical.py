@@ -7,19 +7,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from domain.cluster import Cluster
-from domain.errors import DomainError, InvalidScene
-from domain.ids import node_id_for_note
-from domain.node import MemoryNode
-from domain.note import Note
-from domain.patrol_run import PatrolStep
-from domain.scene import ParseFailure, SceneInput, validate_scene_object
-from projections.engine import fewer_gc_passes
-from projections.sql import chunks
-from services.patrol.asking import ask
-from services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
-from services.patrol.grouping import classify_root_fallback, fallback_cluster_name, mutual_group
-from services.patrol.prompts import (
+from engram.domain.cluster import Cluster
+from engram.domain.errors import DomainError, InvalidScene
+from engram.domain.ids import node_id_for_note
+from engram.domain.node import MemoryNode
+from engram.domain.note import Note
+from engram.domain.patrol_run import PatrolStep
+from engram.domain.scene import ParseFailure, SceneInput, validate_scene_object
+from engram.projections.engine import fewer_gc_passes
+from engram.projections.sql import chunks
+from engram.services.patrol.asking import ask
+from engram.services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
+from engram.services.patrol.grouping import classify_root_fallback, fallback_cluster_name, mutual_group
+from engram.services.patrol.prompts import (
     ClassifyRoot,
     NameCluster,
     RepairScene,

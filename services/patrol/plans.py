@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.patrol.prompts import ConsolidateCluster, SplitCluster
+from engram.services.patrol.prompts import ConsolidateCluster, SplitCluster
 
 MIN_SPLIT_GROUP = 2
 MIN_REMAINING = 2

@@ -16,16 +16,16 @@ from uuid import UUID
 
 import structlog
 
-from domain.being import Being
-from domain.ids import patrol_run_id
-from domain.patrol_run import PatrolRun, PatrolStep, StepState
-from services.beings import resolve_being
-from services.errors import Conflict
-from services.patrol import mechanical, with_llm
-from services.patrol.context import Skip, StepContext
-from services.ports import LLM
-from services.runner import correlation
-from services.thresholds import thresholds_for
+from engram.domain.being import Being
+from engram.domain.ids import patrol_run_id
+from engram.domain.patrol_run import PatrolRun, PatrolStep, StepState
+from engram.services.beings import resolve_being
+from engram.services.errors import Conflict
+from engram.services.patrol import mechanical, with_llm
+from engram.services.patrol.context import Skip, StepContext
+from engram.services.ports import LLM
+from engram.services.runner import correlation
+from engram.services.thresholds import thresholds_for
 
 log = structlog.get_logger("engram.patrol")
 

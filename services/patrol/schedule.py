@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from domain.being import in_sleep_window
+from engram.domain.being import in_sleep_window
 
 
 @dataclass(frozen=True)

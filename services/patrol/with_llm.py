@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.cluster import Cluster
-from domain.errors import DomainError
-from domain.node import MemoryNode
-from domain.patrol_run import PatrolStep
-from services.patrol.asking import Asked, ask
-from services.patrol.context import Skip, StepContext
-from services.patrol.plans import check_consolidation, check_diary, check_split
-from services.patrol.prompts import (
+from engram.domain.cluster import Cluster
+from engram.domain.errors import DomainError
+from engram.domain.node import MemoryNode
+from engram.domain.patrol_run import PatrolStep
+from engram.services.patrol.asking import Asked, ask
+from engram.services.patrol.context import Skip, StepContext
+from engram.services.patrol.plans import check_consolidation, check_diary, check_split
+from engram.services.patrol.prompts import (
     ConsolidateCluster,
     SplitCluster,
     WriteDiary,

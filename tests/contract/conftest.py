@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
-from projections.vector_index import VectorIndex
+from engram.adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
+from engram.projections.vector_index import VectorIndex
 
 # Edge's default indexing threshold (10 MB) would leave the suite's tiny collections unindexed,
 # so `optimize()` would do nothing; 1 KB makes it really build HNSW.

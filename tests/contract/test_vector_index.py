@@ -12,8 +12,8 @@ from uuid import UUID
 import numpy as np
 import pytest
 
-from adapters.vectors import EdgeVectorIndex
-from projections.vector_index import (
+from engram.adapters.vectors import EdgeVectorIndex
+from engram.projections.vector_index import (
     PayloadPatch,
     PayloadUpdate,
     ScoredPoint,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import sys
 
-from projections import engine
-from services.bootstrap import bootstrap
-from services.config import Settings
+from engram.projections import engine
+from engram.services.bootstrap import bootstrap
+from engram.services.config import Settings
 
 
 def main() -> None:

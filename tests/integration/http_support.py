@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 
-ENGRAM = [sys.executable, "-c", "from adapters.cli.main import main; main()"]
+ENGRAM = [sys.executable, "-c", "from engram.adapters.cli.main import main; main()"]
 REPO = Path(__file__).resolve().parents[2]
 
 SCENE: dict[str, Any] = {

@@ -22,11 +22,11 @@ from typing import Any
 
 import structlog
 
-from domain.node import MemoryNode
-from domain.note import Note
-from services.bootstrap import bootstrap
-from services.config import Settings
-from services.patrol.context import StepContext
+from engram.domain.node import MemoryNode
+from engram.domain.note import Note
+from engram.services.bootstrap import bootstrap
+from engram.services.config import Settings
+from engram.services.patrol.context import StepContext
 from tests.patrol_support import Call, ScriptedLLM, merge_first_two
 
 

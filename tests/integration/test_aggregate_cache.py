@@ -8,15 +8,15 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.node import MemoryNode, NodeStatus, ReactivationSource
-from domain.scene import validate_scene_object
-from services.aggregate_cache import AggregateCache, fork
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
-from services.errors import NotFound, WriteRaced
-from services.store import _project
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
+from engram.domain.scene import validate_scene_object
+from engram.services.aggregate_cache import AggregateCache, fork
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
+from engram.services.errors import NotFound, WriteRaced
+from engram.services.store import _project
 from tests.support import SeededIds, SteppingClock
 
 

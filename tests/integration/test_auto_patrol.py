@@ -6,10 +6,10 @@ import json
 from collections.abc import Callable
 from uuid import UUID
 
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.patrol.auto import AutoPatrol
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.patrol.auto import AutoPatrol
 from tests.support import SeededIds, SteppingClock
 
 

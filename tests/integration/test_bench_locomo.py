@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from adapters.bench.locomo import load, normalise_evidence, parse_date
-from adapters.bench.metrics import percentile, score, summarise
-from adapters.bench.run_locomo import LocomoOptions, LocomoRun, run
-from adapters.cli.main import cli
-from domain.errors import InvalidInput
-from services.config import Settings
+from engram.adapters.bench.locomo import load, normalise_evidence, parse_date
+from engram.adapters.bench.metrics import percentile, score, summarise
+from engram.adapters.bench.run_locomo import LocomoOptions, LocomoRun, run
+from engram.adapters.cli.main import cli
+from engram.domain.errors import InvalidInput
+from engram.services.config import Settings
 
 
 def turn(speaker: str, dia_id: str | None, text: str, **extra: Any) -> dict[str, Any]:

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from adapters.bench.page import load_results, render_page
-from adapters.cli.main import cli
+from engram.adapters.bench.page import load_results, render_page
+from engram.adapters.cli.main import cli
 
 pytestmark = pytest.mark.slow
 

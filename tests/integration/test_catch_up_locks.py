@@ -17,16 +17,16 @@ from typing import Any
 
 import pytest
 
-from adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock
-from projections import engine
-from services.bootstrap import bootstrap
-from services.config import Settings
+from engram.adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock
+from engram.projections import engine
+from engram.services.bootstrap import bootstrap
+from engram.services.config import Settings
 from tests.support import SeededIds, SteppingClock, require_postgres
 
 _TRY_IN_CHILD = """
 import sys
 from pathlib import Path
-from adapters.locks import FileLock
+from engram.adapters.locks import FileLock
 lock = FileLock(Path(sys.argv[1]))
 print("taken" if lock.try_acquire() else "refused")
 """
@@ -207,10 +207,10 @@ def test_ensure_checks_the_schema_version_on_first_use(
 def _nodes_written(e: Any, count: int) -> None:
     from uuid import uuid4
 
-    from domain.being import Being
-    from domain.embedding import Embedding
-    from domain.node import MemoryNode
-    from domain.scene import validate_scene_object
+    from engram.domain.being import Being
+    from engram.domain.embedding import Embedding
+    from engram.domain.node import MemoryNode
+    from engram.domain.scene import validate_scene_object
 
     being, business, private = Being.register(f"B{uuid4().hex[:6]}", e.clock.now())
     e.store.save(being, business, private)
@@ -228,7 +228,7 @@ def test_views_a_few_events_behind_share_one_read(
 ) -> None:
     from uuid import UUID
 
-    from services.views import SharedRead
+    from engram.services.views import SharedRead
 
     e = bootstrap(make_settings(), clock=SteppingClock(), ids=SeededIds(1))
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.cli.main import cli
+from engram.adapters.cli.main import cli
 
 SCENE = '{"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}'
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from adapters.cli.main import cli
+from engram.adapters.cli.main import cli
 from tests.patrol_support import scene
 
 BASIL = "Picked basil in the garden for a pesto"

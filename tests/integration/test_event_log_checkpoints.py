@@ -9,13 +9,13 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from adapters.eventstore.recorders import EngramSQLiteFactory
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode, ReactivationSource
-from domain.scene import validate_scene_object
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
+from engram.adapters.eventstore.recorders import EngramSQLiteFactory
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.scene import validate_scene_object
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
 from tests.integration.test_view_checkpoints import wal_frames
 from tests.support import SteppingClock
 

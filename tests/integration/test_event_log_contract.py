@@ -9,16 +9,22 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from domain.embedding import Embedding
-from domain.errors import InvalidInput, InvalidScene, InvalidTransition, PayloadTooLarge
-from domain.node import MemoryNode
-from domain.note import Note
-from domain.scene import validate_scene_object
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.errors import ConcurrencyConflict, DuplicateBeing, IdempotencyConflict, NotFound, WriteRaced
-from services.runner import CommandRunner
+from engram.domain.embedding import Embedding
+from engram.domain.errors import InvalidInput, InvalidScene, InvalidTransition, PayloadTooLarge
+from engram.domain.node import MemoryNode
+from engram.domain.note import Note
+from engram.domain.scene import validate_scene_object
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.errors import (
+    ConcurrencyConflict,
+    DuplicateBeing,
+    IdempotencyConflict,
+    NotFound,
+    WriteRaced,
+)
+from engram.services.runner import CommandRunner
 
 SCENE = {
     "action": "Planted tomatoes with Mina",
@@ -37,7 +43,7 @@ def scene_note(**kw: object) -> NoteInput:
 def test_register_resolve_and_refuse_duplicates(engram: Engram) -> None:
     r = engram.beings.register("Aria")
     assert r.position == engram.store.head() == 3  # the being and its two roots, one transaction
-    from services.beings import resolve_being
+    from engram.services.beings import resolve_being
 
     assert resolve_being(engram.store, "Aria").id == UUID(r.being_id)
     assert resolve_being(engram.store, r.being_id).name == "Aria"
@@ -169,7 +175,7 @@ def test_log_is_ordered_and_filterable_by_being(engram: Engram) -> None:
     everything = engram.audit.log(limit=100)
     assert [e["position"] for e in everything] == list(range(1, len(everything) + 1))
     aria = engram.audit.log(being="Aria")
-    from services.beings import resolve_being
+    from engram.services.beings import resolve_being
 
     assert {e["being_id"] for e in aria} == {str(resolve_being(engram.store, "Aria").id)}
     assert len(aria) == 4 and len(engram.audit.log(being="Bo", limit=2)) == 2
@@ -188,10 +194,10 @@ def test_tenant_scoping_reads_another_beings_note_as_not_found(engram: Engram) -
 
 
 def _node(engram: Engram, being: str, dim: int) -> MemoryNode:
-    from services.beings import resolve_being
+    from engram.services.beings import resolve_being
 
     b = resolve_being(engram.store, being)
-    root = engram.store.get(__import__("domain.cluster", fromlist=["Cluster"]).Cluster, b.business_root_id)
+    root = engram.store.get(__import__("engram.domain.cluster", fromlist=["Cluster"]).Cluster, b.business_root_id)
     node = MemoryNode.create(uuid4(), validate_scene_object(SCENE), root, b.cycle, engram.clock.now())
     node.embed(
         Embedding.from_floats("test-model", [((i * 7) % 13) / 13 - 0.5 for i in range(dim)]),
@@ -252,7 +258,7 @@ def test_a_stale_writer_is_refused_and_the_runner_retries(engram: Engram, make_s
 
 def test_beings_snapshot_and_replay_to_the_same_state(engram: Engram) -> None:
     engram.beings.register("Aria")
-    from services.beings import resolve_being
+    from engram.services.beings import resolve_being
 
     for i in range(230):
         b = resolve_being(engram.store, "Aria")

@@ -15,13 +15,13 @@ from uuid import UUID
 
 import pytest
 
-from domain.cluster import Cluster
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from projections import fulltext_merge
-from services.bootstrap import Engram, bootstrap
-from services.fulltext_maintenance import FullTextMaintenance
-from services.worker import Worker
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.projections import fulltext_merge
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.fulltext_maintenance import FullTextMaintenance
+from engram.services.worker import Worker
 from tests.support import SeededIds, SteppingClock
 
 VERBS = ["walked", "cooked", "argued", "laughed", "painted", "sailed", "read", "sang"]

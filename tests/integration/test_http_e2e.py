@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlparse, urlunparse
 import httpx
 import pytest
 
-from adapters.locks import AdvisoryLock, FileLock, Lock
+from engram.adapters.locks import AdvisoryLock, FileLock, Lock
 from tests.integration.http_support import (
     DIARY,
     FakeOpenAI,

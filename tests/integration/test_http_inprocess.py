@@ -18,25 +18,25 @@ from uuid import UUID, uuid4
 import pytest
 from fastapi.testclient import TestClient
 
-from adapters.cli.http_cmds import is_loopback
-from adapters.http import HttpSettings, create_app
-from adapters.http.middleware import TokenBuckets, body_text_problem
-from adapters.http.problems import status_for
-from adapters.logging import configure_logging
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.errors import (
+from engram.adapters.cli.http_cmds import is_loopback
+from engram.adapters.http import HttpSettings, create_app
+from engram.adapters.http.middleware import TokenBuckets, body_text_problem
+from engram.adapters.http.problems import status_for
+from engram.adapters.logging import configure_logging
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.errors import (
     InvalidInput,
     InvalidScene,
     InvalidTransition,
     PayloadTooLarge,
     PinnedNodeCannotDie,
 )
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from domain.token import ApiToken
-from services.bootstrap import Engram, bootstrap
-from services.errors import (
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.domain.token import ApiToken
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.errors import (
     ConcurrencyConflict,
     ConsistencyTimeout,
     DuplicateBeing,
@@ -44,8 +44,8 @@ from services.errors import (
     NotFound,
     WriteRaced,
 )
-from services.patrol.run import PatrolAlreadyRunning
-from services.tokens import TokenService, hash_token
+from engram.services.patrol.run import PatrolAlreadyRunning
+from engram.services.tokens import TokenService, hash_token
 
 SCENE = json.dumps({"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]})
 
@@ -247,7 +247,7 @@ def test_errors_map_to_statuses() -> None:
 def test_token_commands(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
 
-    from adapters.cli.main import cli
+    from engram.adapters.cli.main import cli
 
     monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")

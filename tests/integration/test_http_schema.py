@@ -26,11 +26,11 @@ from schemathesis.checks import positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 from schemathesis.core.result import Ok
 
-from adapters.http import HttpSettings, create_app
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.tokens import TokenService
+from engram.adapters.http import HttpSettings, create_app
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.tokens import TokenService
 from tests.integration.http_support import free_port
 from tests.support import postgres_schema, postgres_url
 

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from services.bootstrap import Engram
+from engram.services.bootstrap import Engram
 from tests.integration.test_reading_fast_paths import QUERIES, populate
 
 
@@ -53,10 +53,10 @@ def test_the_worker_reads_in_the_callers_snapshot(engram: Engram) -> None:
 def _chess_nodes(engram: Engram, being_id: object, count: int) -> list[str]:
     from uuid import UUID, uuid4
 
-    from domain.being import Being
-    from domain.cluster import Cluster
-    from domain.node import MemoryNode
-    from domain.scene import SceneInput
+    from engram.domain.being import Being
+    from engram.domain.cluster import Cluster
+    from engram.domain.node import MemoryNode
+    from engram.domain.scene import SceneInput
 
     assert isinstance(being_id, UUID)
     being = engram.store.get(Being, being_id)

@@ -20,9 +20,9 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.types import CallToolResult
 
-from domain.node import MemoryNode
-from services.bootstrap import bootstrap
-from services.config import Settings
+from engram.domain.node import MemoryNode
+from engram.services.bootstrap import bootstrap
+from engram.services.config import Settings
 from tests.patrol_support import note_scenes, scene
 
 BASIL = "Picked basil in the garden for a pesto"
@@ -42,7 +42,7 @@ TOOLS = {"recall", "recall_memory", "search_memory", "query", "note_scene", "con
 
 def _engram_command() -> list[str]:
     script = shutil.which("engram", path=str(Path(sys.executable).parent))
-    return [script] if script else [sys.executable, "-c", "from adapters.cli.main import main; main()"]
+    return [script] if script else [sys.executable, "-c", "from engram.adapters.cli.main import main; main()"]
 
 
 def _env(settings: Settings) -> dict[str, str]:

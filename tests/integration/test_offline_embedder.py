@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-import adapters.embedders
-from adapters.embedders import MiniLMEmbedder
-from adapters.embedders.offline_minilm import MODEL_SHA256, default_model_path
-from domain.embedding import Embedding
-from services.ports import Embedder, EmbedderError
+import engram.adapters.embedders
+from engram.adapters.embedders import MiniLMEmbedder
+from engram.adapters.embedders.offline_minilm import MODEL_SHA256, default_model_path
+from engram.domain.embedding import Embedding
+from engram.services.ports import Embedder, EmbedderError
 
-ASSETS = Path(adapters.embedders.__file__).parent / "assets"
+ASSETS = Path(engram.adapters.embedders.__file__).parent / "assets"
 
 CAT = "The cat sat on the mat"
 CAT_PARAPHRASE = "A cat was sitting on a rug"

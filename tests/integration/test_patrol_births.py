@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from domain.being import Being
-from domain.node import MemoryNode, ReactivationSource
+from engram.domain.being import Being
+from engram.domain.node import MemoryNode, ReactivationSource
 from tests.patrol_support import note_scenes, random_scenes, topic_scenes
 
 

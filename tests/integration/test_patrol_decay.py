@@ -14,8 +14,8 @@ from uuid import UUID
 
 import pytest
 
-from domain.being import Being
-from domain.node import MemoryNode, NodeStatus, ReactivationSource
+from engram.domain.being import Being
+from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
 from tests.patrol_support import ScriptedLLM, history_types, note_scenes, scene
 
 CYCLES = 150

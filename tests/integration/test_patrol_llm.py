@@ -15,15 +15,15 @@ from uuid import UUID, uuid4
 import pytest
 from structlog.testing import capture_logs
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.errors import RootClusterImmutable
-from domain.node import MemoryNode, NodeStatus
-from domain.note import Note
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.patrol.run import PatrolAlreadyRunning
-from services.ports import LLMTransientError
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.errors import RootClusterImmutable
+from engram.domain.node import MemoryNode, NodeStatus
+from engram.domain.note import Note
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.patrol.run import PatrolAlreadyRunning
+from engram.services.ports import LLMTransientError
 from tests.patrol_support import (
     GOOD_DIARY,
     Call,

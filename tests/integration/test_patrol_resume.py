@@ -23,13 +23,13 @@ from uuid import UUID
 
 import pytest
 
-from domain.being import Being
-from domain.ids import node_id_for_note, patrol_run_id
-from domain.note import Note
-from domain.patrol_run import PatrolRun, PatrolStep
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
-from services.patrol.context import SAVE_BATCH
+from engram.domain.being import Being
+from engram.domain.ids import node_id_for_note, patrol_run_id
+from engram.domain.note import Note
+from engram.domain.patrol_run import PatrolRun, PatrolStep
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
+from engram.services.patrol.context import SAVE_BATCH
 from tests.patrol_support import (
     NEUTRAL,
     TOPICS,

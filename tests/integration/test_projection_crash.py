@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from uuid import uuid4
 
-from domain.being import Being
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from projections import engine
-from services.bootstrap import bootstrap
+from engram.domain.being import Being
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.services.bootstrap import bootstrap
 from tests.support import SeededIds, SteppingClock, sigkill_after_batches
 
 NODES = 6000

@@ -13,18 +13,18 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain import decay
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.errors import DomainError
-from domain.node import MemoryNode, NodeStatus, ReactivationSource
-from domain.note import Note
-from domain.scene import validate_scene_object
-from projections import engine
-from projections.vectors import centroids_alias, nodes_alias
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
+from engram.domain import decay
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.errors import DomainError
+from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
+from engram.domain.note import Note
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.projections.vectors import centroids_alias, nodes_alias
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
 from tests.support import SeededIds, SteppingClock, fresh_settings
 
 NAMES = ["Aria", "Bo", "Cyd"]

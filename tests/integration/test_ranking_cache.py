@@ -11,11 +11,11 @@ from uuid import UUID
 
 import pytest
 
-from domain.node import ReactivationSource
-from projections.queries import ReadModels
-from projections.ranking_cache import BeingRanking, RankingCache
-from services.bootstrap import Engram
-from services.reading import Reading
+from engram.domain.node import ReactivationSource
+from engram.projections.queries import ReadModels
+from engram.projections.ranking_cache import BeingRanking, RankingCache
+from engram.services.bootstrap import Engram
+from engram.services.reading import Reading
 from tests.integration.test_reading import CLIMBED, FAUCET, SCENES, prepare, set_status
 from tests.patrol_support import note_scenes, scene
 
@@ -167,9 +167,9 @@ def test_a_new_node_out_of_seq_order_makes_the_copy_read_again() -> None:
 def test_changes_are_read_through_the_being_position_index_on_sqlite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from adapters.views import sqlite_db
-    from services.bootstrap import bootstrap
-    from services.config import Settings
+    from engram.adapters.views import sqlite_db
+    from engram.services.bootstrap import bootstrap
+    from engram.services.config import Settings
 
     with bootstrap(Settings(data_dir=tmp_path / "d", embedder="hashing", llm="none")) as e:
         being_id, nodes = prepare(e)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from services.bootstrap import Engram
+from engram.services.bootstrap import Engram
 
 
 def test_a_snapshot_is_the_opening_threads_only(engram: Engram) -> None:

@@ -17,13 +17,13 @@ from uuid import UUID
 import numpy as np
 import pytest
 
-from domain.being import Being
-from domain.errors import InvalidInput
-from domain.node import MemoryNode
-from services.bootstrap import Engram
-from services.errors import NotFound
-from services.reading import Reading
-from services.thresholds import thresholds_for
+from engram.domain.being import Being
+from engram.domain.errors import InvalidInput
+from engram.domain.node import MemoryNode
+from engram.services.bootstrap import Engram
+from engram.services.errors import NotFound
+from engram.services.reading import Reading
+from engram.services.thresholds import thresholds_for
 from tests.patrol_support import note_scenes, scene
 
 PLANTED = "Planted tomatoes in the garden with Mina"
@@ -344,7 +344,7 @@ GREENHOUSE = json.dumps(
 
 
 def test_context_blocks(engram: Engram) -> None:
-    from services.commands import NoteInput
+    from engram.services.commands import NoteInput
 
     being_id, ids = prepare(engram, scenes=[*SCENES, GREENHOUSE])
     engram.beings.define_soul("Aria", "Curious, warm, dry humour.")
@@ -456,9 +456,9 @@ def test_lookups_by_id_use_the_primary_key_on_sqlite(tmp_path: Path, monkeypatch
     all of a being's nodes for each lookup (recall, query, patrol)."""
     import sqlite3
 
-    from adapters.views import sqlite_db
-    from services.bootstrap import bootstrap
-    from services.config import Settings
+    from engram.adapters.views import sqlite_db
+    from engram.services.bootstrap import bootstrap
+    from engram.services.config import Settings
 
     with bootstrap(Settings(data_dir=tmp_path / "d", embedder="hashing", llm="none")) as e:
         being_id, ids = prepare(e)

@@ -1,4 +1,4 @@
-"""`services.api.open_engram`: the documented example runs as written, and the arguments do what they say."""
+"""`engram.open`: the documented example runs as written, and the arguments do what they say."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import services.api as api
-from adapters.embedders.hashing import HashingEmbedder
-from services.api import open_engram
+import engram.services.api as api
+from engram.adapters.embedders.hashing import HashingEmbedder
+from engram.services.api import open_engram
 
 
 def test_the_module_example_runs(

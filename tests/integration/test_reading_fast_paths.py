@@ -20,17 +20,17 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.node import MemoryNode
-from domain.scene import SceneInput
-from projections import engine, queries
-from projections.memory import FTS_COLUMNS
-from projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
-from projections.ranking_cache import BeingRanking
-from services.bootstrap import Engram
-from services.query_text import first_date
-from services.reading import Reading, _day
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode
+from engram.domain.scene import SceneInput
+from engram.projections import engine, queries
+from engram.projections.memory import FTS_COLUMNS
+from engram.projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
+from engram.projections.ranking_cache import BeingRanking
+from engram.services.bootstrap import Engram
+from engram.services.query_text import first_date
+from engram.services.reading import Reading, _day
 
 WORDS = [
     "garden",

@@ -17,14 +17,20 @@ import pytest
 from click.testing import CliRunner
 from pydantic import BaseModel
 
-from adapters.embedders.hashing import HashingEmbedder
-from domain.embedding import Embedding
-from projections.vectors import centroids_alias, nodes_alias
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.patrol.prompts import ClassifyRoot, ConsolidateCluster, NameCluster, SplitCluster, WriteDiary
-from services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
+from engram.adapters.embedders.hashing import HashingEmbedder
+from engram.domain.embedding import Embedding
+from engram.projections.vectors import centroids_alias, nodes_alias
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.patrol.prompts import (
+    ClassifyRoot,
+    ConsolidateCluster,
+    NameCluster,
+    SplitCluster,
+    WriteDiary,
+)
+from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 from tests.support import SeededIds, SteppingClock
 
 T = TypeVar("T", bound=BaseModel)
@@ -170,8 +176,8 @@ def test_rebuild_makes_no_embedder_or_llm_call(
         raise AssertionError("a real embedder or LLM was built")
 
     # Nothing may build a real embedder or LLM behind the fakes' back.
-    monkeypatch.setattr("adapters.embedders.build_embedder", refuse)
-    monkeypatch.setattr("adapters.llm.build_llm", refuse)
+    monkeypatch.setattr("engram.adapters.embedders.build_embedder", refuse)
+    monkeypatch.setattr("engram.adapters.llm.build_llm", refuse)
     settings = make_settings()
     embedder, llm = CountingEmbedder(), CountingLLM()
 
@@ -204,7 +210,7 @@ def test_rebuild_makes_no_embedder_or_llm_call(
         e.close()
 
     # The CLI path, with the same fakes injected where the CLI bootstraps.
-    from adapters.cli import main as cli_main
+    from engram.adapters.cli import main as cli_main
 
     monkeypatch.setattr(cli_main, "bootstrap", lambda *_, **__: open_engram())
     result = CliRunner().invoke(cli_main.cli, ["projections", "rebuild", "--all", "--json"])

@@ -15,14 +15,14 @@ from uuid import UUID
 import numpy as np
 import pytest
 
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from projections import engine
-from projections.vector_index import ScoredPoint
-from projections.vectors import nodes_alias
-from services.bootstrap import Engram
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.projections.vector_index import ScoredPoint
+from engram.projections.vectors import nodes_alias
+from engram.services.bootstrap import Engram
 
 DIM = 8
 SCENE = validate_scene_object({"action": "fed the cat", "actors": ["me"], "when": ["2026-05-01"]})

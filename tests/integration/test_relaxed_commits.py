@@ -20,14 +20,14 @@ from uuid import UUID
 import pytest
 from eventsourcing.sqlite import SQLiteConnectionPool
 
-from adapters.eventstore.recorders import PostgresEventRecorder
-from domain.note import NoteKind
-from projections import engine
-from services.beings import resolve_being_id
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.reading import Reading
+from engram.adapters.eventstore.recorders import PostgresEventRecorder
+from engram.domain.note import NoteKind
+from engram.projections import engine
+from engram.services.beings import resolve_being_id
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.reading import Reading
 from tests.integration.test_reading_fast_paths import populate
 from tests.support import SeededIds, SteppingClock
 
@@ -187,7 +187,7 @@ def test_processing_a_diverged_view_raises_until_it_is_rebuilt(tmp_path: Path) -
 
 
 def test_the_worker_rebuilds_a_view_ahead_of_the_log(tmp_path: Path) -> None:
-    from services.worker import Worker
+    from engram.services.worker import Worker
 
     e = _after_a_power_cut(tmp_path, ["one", "two"], ["lost"])
     try:
@@ -228,7 +228,7 @@ def test_a_reader_leaves_a_diverged_view_to_the_process_already_rebuilding_it(tm
 def test_a_shared_read_gives_the_keys_the_log_gives(tmp_path: Path) -> None:
     """Views caught up together read the events once (`SharedRead`); the keys of their positions come
     from those events where they can, and are the log's."""
-    from services.views import SharedRead
+    from engram.services.views import SharedRead
 
     e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
     try:

@@ -11,18 +11,18 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode, NodeStatus, ReactivationSource
-from domain.scene import validate_scene_object
-from projections import engine
-from projections.memory import NODES
-from projections.tables import RowCache
-from projections.vectors import centroids_alias, nodes_alias
-from services.bootstrap import Engram
-from services.errors import NotFound
-from services.store import _project
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.projections.memory import NODES
+from engram.projections.tables import RowCache
+from engram.projections.vectors import centroids_alias, nodes_alias
+from engram.services.bootstrap import Engram
+from engram.services.errors import NotFound
+from engram.services.store import _project
 
 MODEL = "m"
 
@@ -193,7 +193,7 @@ def test_vector_writes_follow_what_an_event_changed(engram: Engram, monkeypatch:
 
 def test_patrol_flags_and_revives_more_nodes_than_one_load_batch(engram: Engram) -> None:
     """❸ and ❺ load and save in batches (services/patrol/mechanical.py): every candidate is changed once."""
-    from services.patrol.mechanical import CHANGE_BATCH
+    from engram.services.patrol.mechanical import CHANGE_BATCH
 
     being, root = _being(engram, "Aria")
     count = CHANGE_BATCH + 7
@@ -229,9 +229,9 @@ def test_a_batch_writes_its_equal_payloads_at_once_and_a_replay_cannot_move_them
     - in one batch, where two nodes go dying and back to active: their status is written although
       it ends where the batch started (a patch names every field its events changed, or those
       points would keep the crashed batch's `dying`)."""
-    from adapters.vectors import EdgeVectorIndex
-    from projections import engine
-    from projections.vectors import VectorsView
+    from engram.adapters.vectors import EdgeVectorIndex
+    from engram.projections import engine
+    from engram.projections.vectors import VectorsView
 
     being, root = _being(engram, "Aria")
     sub = Cluster.create_sub(uuid4(), root, "garden", engram.clock.now())

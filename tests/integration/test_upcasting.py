@@ -15,7 +15,7 @@ from uuid import UUID, uuid4
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import StoredEvent
 
-from services.bootstrap import Engram
+from engram.services.bootstrap import Engram
 
 
 class Memo(Aggregate):

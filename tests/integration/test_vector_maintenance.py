@@ -18,16 +18,16 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
-from adapters.vectors import EdgeVectorIndex
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from projections.vector_index import PayloadUpdate, SearchFilter, VectorPoint
-from services.bootstrap import Engram, bootstrap
-from services.config import Settings
-from services.reading import Reading
-from services.worker import VectorMaintenance, Worker
+from engram.adapters.vectors import EdgeVectorIndex
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.projections.vector_index import PayloadUpdate, SearchFilter, VectorPoint
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
+from engram.services.reading import Reading
+from engram.services.worker import VectorMaintenance, Worker
 from tests.support import SeededIds, SteppingClock
 
 DIM = 16
@@ -256,7 +256,7 @@ def test_the_worker_optimizes_in_its_maintenance_thread_and_reads_never_do(
 def test_optimize_command(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from adapters.cli.main import cli
+    from engram.adapters.cli.main import cli
 
     env = {"ENGRAM_DATA_DIR": str(tmp_path / "data"), "ENGRAM_EMBEDDER": "hashing", "ENGRAM_LLM": "none"}
     runner = CliRunner()

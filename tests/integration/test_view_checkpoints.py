@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from adapters.views.sqlite_db import INLINE_CHECKPOINT_PAGES, SQLiteViewDatabase
+from engram.adapters.views.sqlite_db import INLINE_CHECKPOINT_PAGES, SQLiteViewDatabase
 
 
 def write_pages(db: SQLiteViewDatabase, commits: int, rows: int = 50) -> None:

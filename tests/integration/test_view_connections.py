@@ -13,11 +13,11 @@ from uuid import UUID
 
 import pytest
 
-from adapters.views.sqlite_db import BULK_CACHE_KIB, SQLiteViewDatabase
-from projections import engine
-from services.bootstrap import bootstrap
-from services.commands import NoteInput
-from services.config import Settings
+from engram.adapters.views.sqlite_db import BULK_CACHE_KIB, SQLiteViewDatabase
+from engram.projections import engine
+from engram.services.bootstrap import bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
 
 
 def cache_kib(conn: object) -> int:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from uuid import UUID
 
-from projections import engine
-from services.bootstrap import Engram
+from engram.projections import engine
+from engram.services.bootstrap import Engram
 from tests.integration.test_reading_fast_paths import engram, populate
 
 __all__ = ["engram"]  # the SQLite fixture of the fast-path tests
@@ -39,8 +39,8 @@ CHILD = """
 import sys
 from pathlib import Path
 from uuid import UUID
-from services.bootstrap import bootstrap
-from services.config import Settings
+from engram.services.bootstrap import bootstrap
+from engram.services.config import Settings
 from tests.integration.test_view_row_order import rowid_order
 e = bootstrap(Settings(data_dir=Path(sys.argv[1]), embedder="hashing", llm="none"))
 e.views.rebuild("memory")

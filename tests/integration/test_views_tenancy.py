@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from uuid import uuid4
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
-from services.bootstrap import Engram
-from services.commands import NoteInput
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.services.bootstrap import Engram
+from engram.services.commands import NoteInput
 
 
 def _populate(e: Engram, name: str) -> tuple[Being, list[MemoryNode]]:

@@ -26,21 +26,21 @@ import pytest
 from click.testing import CliRunner
 from structlog.testing import capture_logs
 
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.node import MemoryNode
-from domain.note import Note
-from domain.scene import validate_scene_object
-from projections import engine
-from projections.engine import Batch, Projection, handles
-from projections.tables import TableSpec
-from projections.vectors import centroids_alias, nodes_alias
-from services import worker as worker_module
-from services.bootstrap import Engram, bootstrap
-from services.commands import NoteInput
-from services.config import Settings
-from services.views import Views
-from services.worker import Worker, postgres_listener
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode
+from engram.domain.note import Note
+from engram.domain.scene import validate_scene_object
+from engram.projections import engine
+from engram.projections.engine import Batch, Projection, handles
+from engram.projections.tables import TableSpec
+from engram.projections.vectors import centroids_alias, nodes_alias
+from engram.services import worker as worker_module
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
+from engram.services.config import Settings
+from engram.services.views import Views
+from engram.services.worker import Worker, postgres_listener
 
 MODEL = "m"
 DIM = 16
@@ -242,7 +242,7 @@ def test_status_reports_position_head_lag_and_last_error(
         assert rows["notes"]["last_error"] is None
 
     # `engram projections status --json` prints the same rows.
-    from adapters.cli import main as cli_main
+    from engram.adapters.cli import main as cli_main
 
     monkeypatch.setattr(cli_main, "bootstrap", lambda *_, **__: bootstrap(settings))
     result = CliRunner().invoke(cli_main.cli, ["projections", "status", "--json"])

@@ -3,7 +3,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from domain import decay
+from engram.domain import decay
 
 
 def test_effective_importance_follows_the_spec_formula() -> None:

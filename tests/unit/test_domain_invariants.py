@@ -3,10 +3,10 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from domain.being import Being
-from domain.cluster import Cluster
-from domain.embedding import Embedding
-from domain.errors import (
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.errors import (
     CrossBeingReference,
     DeadNodeCannotBeAbsorbed,
     EmbeddingMismatch,
@@ -16,11 +16,11 @@ from domain.errors import (
     PinnedNodeCannotDie,
     RootClusterImmutable,
 )
-from domain.ids import being_id_for_name, patrol_run_id
-from domain.node import MemoryNode, NodeStatus, ReactivationSource
-from domain.note import Note, ParseStatus
-from domain.patrol_run import PatrolRun, PatrolStep
-from domain.scene import validate_scene_object
+from engram.domain.ids import being_id_for_name, patrol_run_id
+from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
+from engram.domain.note import Note, ParseStatus
+from engram.domain.patrol_run import PatrolRun, PatrolStep
+from engram.domain.scene import validate_scene_object
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 

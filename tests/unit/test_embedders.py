@@ -14,16 +14,16 @@ from pathlib import Path
 import httpx
 import pytest
 
-from adapters.embedders import (
+from engram.adapters.embedders import (
     EmbedderConfigError,
     HashingEmbedder,
     MiniLMEmbedder,
     OpenAIEmbedder,
     build_embedder,
 )
-from domain.embedding import Embedding
-from services.config import Settings
-from services.ports import Embedder, EmbedderError
+from engram.domain.embedding import Embedding
+from engram.services.config import Settings
+from engram.services.ports import Embedder, EmbedderError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 API_KEY = "sk-test-SECRET-0123456789abcdef"
@@ -69,7 +69,7 @@ def test_hashing_is_deterministic_across_calls_and_instances() -> None:
 def test_hashing_does_not_depend_on_python_hash_seed() -> None:
     # Python's str hash is salted per process; the vectors must not be.
     code = (
-        "from adapters.embedders.hashing import HashingEmbedder;"
+        "from engram.adapters.embedders.hashing import HashingEmbedder;"
         "print(HashingEmbedder(dim=32).embed(['stable hashing across processes'])[0].data.hex())"
     )
     outputs = set()

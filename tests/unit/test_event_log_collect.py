@@ -8,10 +8,10 @@ from uuid import uuid4
 
 from eventsourcing.application import ProcessingEvent
 
-from adapters.eventstore.event_log import _ProcessingEvent
-from domain.being import Being
-from domain.node import MemoryNode
-from domain.scene import validate_scene_object
+from engram.adapters.eventstore.event_log import _ProcessingEvent
+from engram.domain.being import Being
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
 
 
 def test_collect_events_matches_the_library() -> None:

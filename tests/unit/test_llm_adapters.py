@@ -20,7 +20,7 @@ import pytest
 from pydantic import BaseModel, Field
 from structlog.testing import capture_logs
 
-from adapters.llm import (
+from engram.adapters.llm import (
     AnthropicLLM,
     LLMConfigError,
     NoLLM,
@@ -28,9 +28,9 @@ from adapters.llm import (
     build_llm,
     to_strict_json_schema,
 )
-from adapters.llm.retry import Redactor, RetryPolicy
-from services.config import Settings
-from services.ports import (
+from engram.adapters.llm.retry import Redactor, RetryPolicy
+from engram.services.config import Settings
+from engram.services.ports import (
     LLM,
     LLMError,
     LLMMalformedAnswer,
@@ -946,8 +946,8 @@ def test_no_llm_imports_no_provider_sdk() -> None:
 
     code = (
         "import sys\n"
-        "from adapters.llm import NoLLM, build_llm\n"
-        "from services.config import Settings\n"
+        "from engram.adapters.llm import NoLLM, build_llm\n"
+        "from engram.services.config import Settings\n"
         "assert isinstance(build_llm(Settings(llm='none')), NoLLM)\n"
         "assert isinstance(build_llm(Settings(llm='auto')), NoLLM)\n"
         "print(sorted(m for m in ('anthropic', 'openai') if m in sys.modules))\n"

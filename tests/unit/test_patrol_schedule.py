@@ -1,7 +1,7 @@
 from datetime import UTC, datetime, timedelta
 
-from domain.being import in_sleep_window
-from services.patrol.schedule import BeingDue, is_due
+from engram.domain.being import in_sleep_window
+from engram.services.patrol.schedule import BeingDue, is_due
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 RULES = {"min_notes": 20, "interval": timedelta(minutes=60), "sleep_interval": timedelta(minutes=180)}

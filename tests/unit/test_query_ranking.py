@@ -11,10 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from projections.ranking_cache import BeingRanking
-from services.query_text import date_closeness, first_date, is_question, node_dates, query_dates, strip_words
-from services.ranking import PROFILES
-from services.reading import best_of, combine, spread_to_neighbours
+from engram.projections.ranking_cache import BeingRanking
+from engram.services.query_text import (
+    date_closeness,
+    first_date,
+    is_question,
+    node_dates,
+    query_dates,
+    strip_words,
+)
+from engram.services.ranking import PROFILES
+from engram.services.reading import best_of, combine, spread_to_neighbours
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from domain.errors import InvalidScene
-from domain.scene import ParseFailure, SceneInput, parse_scene_text, validate_scene_object
+from engram.domain.errors import InvalidScene
+from engram.domain.scene import ParseFailure, SceneInput, parse_scene_text, validate_scene_object
 
 GOOD = {
     "action": "Shipped the beta to the first ten customers",
