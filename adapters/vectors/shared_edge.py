@@ -1,0 +1,333 @@
+"""Qdrant Edge shared by the processes of one data directory (ADR 0025).
+
+Edge opens a shard in one process only. The first process that needs the index takes the owner lock
+(`ownership.py`), opens Edge and serves the `VectorIndex` port on a Unix socket (`owner_server.py`);
+every other process forwards each call to it (`owner_link.py`). So `engram serve`, `engram worker`,
+`engram mcp` and any number of CLI commands work on one data directory at once.
+
+- The owner keeps the index until its `close()` (a long-running process: as long as it runs; a CLI
+  command: until it ends), or until it dies, when the operating system releases its lock.
+- A call that finds the owner gone (it exited, or was killed with the call in flight) looks for the
+  next one: it takes the lock itself and opens Edge, or connects to whichever process took it, and
+  sends the call again. Every call of the port may be sent twice: writes are idempotent and monotonic
+  by log position, reads have no effect. After `_ATTEMPTS` owners in a row went away it fails with a
+  retryable `ServiceUnavailable`, which the worker and the command runner retry.
+- An owner that holds the lock but does not answer (stopped, hung) is named in one line
+  (`VectorIndexBusy`) after at most a few seconds: pid, role, since when, and what to do.
+- Each call runs with the owner's settings (search threads, HNSW breadth, indexing threshold);
+  being scoping stays an argument of every search, forwarded as given.
+
+The class is an `EdgeVectorIndex`: in the owner it is the engine itself (its state is set up when the
+process becomes the owner), elsewhere each method forwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+from uuid import UUID
+
+import structlog
+
+from engram.adapters.vectors.edge import EdgeVectorIndex
+from engram.adapters.vectors.owner_link import (
+    TIMEOUT_S,
+    OwnerClient,
+    OwnerGone,
+    OwnerUnresponsive,
+    PackedPoints,
+)
+from engram.adapters.vectors.owner_server import OwnerServer
+from engram.adapters.vectors.ownership import (
+    Holder,
+    OwnerLock,
+    current_role,
+    new_holder,
+    shared_key,
+    socket_address,
+    unresponsive_message,
+)
+from engram.projections.vector_index import (
+    IndexStats,
+    PayloadPatch,
+    PayloadUpdate,
+    ScoredPoint,
+    SearchFilter,
+    ServiceUnavailable,
+    Vector,
+    VectorIndexBusy,
+    VectorPoint,
+)
+from engram.projections.vectors import DRAIN_TIMEOUT_S, _searches
+
+log = structlog.get_logger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_ATTEMPTS = 3
+_CLOSE_GRACE_S = 10.0  # how long a closing owner lets other processes' calls in flight finish
+_PORT_METHODS = frozenset(
+    {
+        "ensure_collection",
+        "drop_collection",
+        "collection_exists",
+        "upsert",
+        "set_payloads",
+        "patch_payloads",
+        "delete",
+        "search",
+        "retrieve",
+        "count",
+        "set_alias",
+        "resolve_alias",
+        "index_stats",
+        "optimize",
+    }
+)
+# Calls that use a shard: a drop waits for those begun before it, as it does for this process's own
+# searches (projections/vectors.py).
+_SHARD_READS = frozenset({"search", "retrieve", "count", "index_stats"})
+
+
+class SharedEdgeVectorIndex(EdgeVectorIndex):
+    """`EdgeVectorIndex` under `root`, owned by one process of the data directory and reached by the
+    others through it. Thread-safe."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        indexing_threshold_kb: int | None = None,
+        hnsw_ef: int | None = None,
+        search_threads: int | None = 1,
+    ) -> None:
+        # The engine's own state is set up only if this process becomes the owner (`_become_owner`).
+        self._shared_root = Path(root)
+        self._options: dict[str, Any] = {
+            "indexing_threshold_kb": indexing_threshold_kb,
+            "hnsw_ef": hnsw_ef,
+            "search_threads": search_threads,
+        }
+        self._owner_lock = OwnerLock(self._shared_root)
+        self._deciding = threading.Lock()
+        self._owning = False
+        self._link: OwnerClient | None = None
+        self._server: OwnerServer | None = None
+        self._shut = False
+        self.last_optimize = {}
+
+    @property
+    def owns(self) -> bool:
+        """Whether this process owns the index now (False until the first call decides)."""
+        return self._owning
+
+    # -- the port ----------------------------------------------------------------------------
+
+    def ensure_collection(self, name: str, dim: int) -> None:
+        self._route(EdgeVectorIndex.ensure_collection, name, dim)
+
+    def drop_collection(self, name: str) -> None:
+        self._route(EdgeVectorIndex.drop_collection, name)
+
+    def collection_exists(self, name: str) -> bool:
+        return self._route(EdgeVectorIndex.collection_exists, name)
+
+    def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
+        self._route(EdgeVectorIndex.upsert, collection, points)
+
+    def set_payloads(self, collection: str, updates: Sequence[PayloadUpdate]) -> None:
+        self._route(EdgeVectorIndex.set_payloads, collection, updates)
+
+    def patch_payloads(self, collection: str, patches: Sequence[PayloadPatch]) -> None:
+        self._route(EdgeVectorIndex.patch_payloads, collection, patches)
+
+    def delete(self, collection: str, ids: Sequence[UUID]) -> None:
+        self._route(EdgeVectorIndex.delete, collection, ids)
+
+    def search(
+        self,
+        collection: str,
+        being_id: UUID,
+        vector: Vector,
+        limit: int,
+        *,
+        where: SearchFilter | None = None,
+        score_threshold: float | None = None,
+        with_vectors: bool = False,
+        with_payload: bool = True,
+    ) -> list[ScoredPoint]:
+        return self._route(
+            EdgeVectorIndex.search,
+            collection,
+            being_id,
+            vector,
+            limit,
+            where=where,
+            score_threshold=score_threshold,
+            with_vectors=with_vectors,
+            with_payload=with_payload,
+        )
+
+    def retrieve(
+        self, collection: str, being_id: UUID, ids: Sequence[UUID], *, with_vectors: bool = False
+    ) -> list[ScoredPoint]:
+        return self._route(EdgeVectorIndex.retrieve, collection, being_id, ids, with_vectors=with_vectors)
+
+    def count(self, collection: str, being_id: UUID | None = None) -> int:
+        return self._route(EdgeVectorIndex.count, collection, being_id)
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        self._route(EdgeVectorIndex.set_alias, alias, collection)
+
+    def resolve_alias(self, alias: str) -> str | None:
+        return self._route(EdgeVectorIndex.resolve_alias, alias)
+
+    def index_stats(self, collection: str) -> IndexStats:
+        return self._route(EdgeVectorIndex.index_stats, collection)
+
+    def optimize(self, collection: str) -> None:
+        self._route(EdgeVectorIndex.optimize, collection)
+
+    def close(self) -> None:
+        """Close the link, or, in the owner, stop serving (calls in flight finish first), close Edge
+        and release the lock: the next process that needs the index takes it over."""
+        with self._deciding:
+            if self._shut:
+                return
+            self._shut = True
+            link, self._link = self._link, None
+            owning, server = self._owning, self._server
+        if link is not None:
+            link.close()
+        if not owning:
+            return
+        try:
+            if server is not None:
+                server.stop(_CLOSE_GRACE_S)
+            EdgeVectorIndex.close(self)
+        finally:
+            self._owning = False
+            self._owner_lock.release()
+            log.info("vector_index_released", root=str(self._shared_root), role=current_role())
+
+    # -- routing -----------------------------------------------------------------------------
+
+    def _route(
+        self, method: Callable[Concatenate[EdgeVectorIndex, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run `method` here if this process owns the index, else on the owner."""
+        for _ in range(_ATTEMPTS):
+            link = self._owner_link()
+            if link is None:
+                return method(self, *args, **kwargs)
+            try:
+                return cast(T, link.call(method.__name__, args, kwargs))
+            except OwnerGone:
+                self._forget(link)
+            except OwnerUnresponsive:
+                self._forget(link)
+                raise VectorIndexBusy(
+                    unresponsive_message(self._shared_root, link.holder), holder=link.holder.pid
+                ) from None
+        raise ServiceUnavailable(
+            f"the owner of the embedded vector index under {self._shared_root} went away {_ATTEMPTS} "
+            "times during one call; retry"
+        )
+
+    def _owner_link(self) -> OwnerClient | None:
+        """None when this process owns the index, else the link to the process that does."""
+        if self._owning:
+            return None
+        link = self._link
+        if link is not None:
+            return link
+        with self._deciding:
+            if self._shut:
+                raise RuntimeError("the vector index is closed")
+            if not self._owning and self._link is None:
+                self._link = self._find_owner()
+            return self._link
+
+    def _find_owner(self) -> OwnerClient | None:
+        """Take the index over if nobody holds it (None), else connect to its owner; waits a little
+        for an owner that has just taken the lock to listen."""
+        key = shared_key(self._shared_root)
+        deadline = time.monotonic() + TIMEOUT_S
+        delay = 0.005
+        holder: Holder | None = None
+        while True:
+            if self._owner_lock.try_acquire():
+                self._become_owner(key)
+                return None
+            holder = self._owner_lock.holder()
+            if holder is not None:
+                try:
+                    link = OwnerClient.connect(holder, key)
+                except OwnerGone:
+                    pass  # it died or closed, or the next owner does not listen yet
+                except OwnerUnresponsive:
+                    break
+                else:
+                    log.info(
+                        "vector_index_reached_through_owner",
+                        root=str(self._shared_root),
+                        owner_pid=holder.pid,
+                        owner_role=holder.role,
+                    )
+                    return link
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        raise VectorIndexBusy(
+            unresponsive_message(self._shared_root, holder), holder=holder.pid if holder else None
+        )
+
+    def _become_owner(self, key: bytes) -> None:
+        try:
+            EdgeVectorIndex.__init__(self, self._shared_root, **self._options)
+            server = OwnerServer(socket_address(self._shared_root), key, self._serve_call)
+            try:
+                server.start()
+            except BaseException:
+                EdgeVectorIndex.close(self)
+                raise
+        except BaseException:
+            self._owner_lock.release()
+            raise
+        self._server = server
+        self._owner_lock.publish(new_holder(server.address))
+        self._owning = True
+        log.info(
+            "vector_index_owned", root=str(self._shared_root), role=current_role(), address=server.address
+        )
+
+    def _forget(self, link: OwnerClient) -> None:
+        with self._deciding:
+            if self._link is link:
+                self._link = None
+        link.close()
+
+    def _serve_call(self, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+        """A call from another process, run here as the owner."""
+        if method not in _PORT_METHODS:
+            raise ValueError(f"{method!r} is not a method of the vector index")
+        if self._shut:
+            raise OwnerGone("this owner is closing")
+        if method == "upsert" and isinstance(args[1], PackedPoints):
+            args = (args[0], args[1].points())
+        searches = _searches(self)
+        if method == "drop_collection":
+            searches.drain(DRAIN_TIMEOUT_S)
+        with searches.running() if method in _SHARD_READS else contextlib.nullcontext():
+            try:
+                return getattr(EdgeVectorIndex, method)(self, *args, **kwargs)
+            except RuntimeError:
+                if self._shut:  # closed under the call: the caller tries the next owner
+                    raise OwnerGone("this owner closed") from None
+                raise
