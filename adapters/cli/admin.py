@@ -136,6 +136,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             status = views.status()
             emit_json(status) if as_json else click.echo("all projections caught up")
             return
+        from engram.adapters.vectors import hold_vector_index
+
+        hold_vector_index(views.vector_index)  # the embedded index's owner while it runs
         listen = None
         poll = engram.settings.worker_poll_interval_s
         if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull

@@ -117,6 +117,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         configure_logging(level, settings.log_format)
         import uvicorn
 
+        from engram.adapters.vectors import hold_vector_index
+
+        hold_vector_index(ctx.engram.views.vector_index)  # the embedded index's owner while it runs
         app = create_app(ctx.engram, settings=http, auth=not no_auth)
         worker = _start_embedded_worker(ctx.engram, embedded_worker)
         mode = "WITHOUT AUTHENTICATION (development mode)" if no_auth else "bearer tokens required"

@@ -86,6 +86,10 @@ def command(fn: F) -> F:
 @click.pass_context
 def cli(click_ctx: click.Context, data_dir: Path | None) -> None:
     """Engram: event-sourced long-term memory for AI agents."""
+    from engram.adapters.vectors.ownership import set_role
+
+    # What the embedded vector index's owner lock names, should this process become its owner.
+    set_role(f"engram {click_ctx.invoked_subcommand}")
     click_ctx.obj = Context(data_dir)
 
 

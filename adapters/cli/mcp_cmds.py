@@ -24,6 +24,16 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         default, one process at a time may open the data directory.
         """
         from engram.adapters.mcp import serve_stdio
-        from engram.services.bootstrap import bootstrap
+        from engram.adapters.vectors import hold_vector_index
+        from engram.services.bootstrap import Engram, bootstrap
 
-        serve_stdio(lambda: bootstrap(ctx.settings), being_ref)
+        def open_engram() -> Engram:
+            engram = bootstrap(ctx.settings)
+            try:
+                hold_vector_index(engram.views.vector_index)  # the embedded index's owner while it runs
+            except BaseException:
+                engram.close()
+                raise
+            return engram
+
+        serve_stdio(open_engram, being_ref)

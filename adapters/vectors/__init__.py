@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engram.adapters.vectors.edge import EdgeVectorIndex
-from engram.adapters.vectors.shared_edge import SharedEdgeVectorIndex
+from engram.adapters.vectors.shared_edge import SharedEdgeVectorIndex, hold_vector_index
 from engram.projections.vector_index import VectorIndex
 
 if TYPE_CHECKING:
     from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
 
-__all__ = ["EdgeVectorIndex", "QdrantVectorIndex", "SharedEdgeVectorIndex", "build_vector_index"]
+__all__ = [
+    "EdgeVectorIndex",
+    "QdrantVectorIndex",
+    "SharedEdgeVectorIndex",
+    "build_vector_index",
+    "hold_vector_index",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -100,6 +100,28 @@ def _link_error(exc: BaseException, address: str) -> BaseException:
     return exc
 
 
+def ping(conn: Connection, address: str) -> Holder:
+    """Who the owner at the other end of `conn` is; raises `OwnerUnresponsive` if it does not say
+    within `TIMEOUT_S`."""
+    try:
+        conn.send((PING, (), {}))
+        if not conn.poll(TIMEOUT_S):
+            raise OwnerUnresponsive(f"the owner at {address} did not answer a ping")
+        status, holder = conn.recv()
+    except OwnerUnresponsive:
+        raise
+    except BaseException as exc:
+        error = _link_error(exc, address)
+        if error is exc:
+            raise
+        raise error from exc
+    if status == GONE:
+        raise OwnerGone(f"the owner at {address} is closing")
+    if not isinstance(holder, Holder):
+        raise RuntimeError(f"the owner at {address} answered a ping with {holder!r}")
+    return holder
+
+
 @dataclass(frozen=True, slots=True)
 class PackedPoints:
     """Points to upsert as three arrays rather than one object per point."""
@@ -156,8 +178,16 @@ class OwnerClient:
         self._closed = False
 
     @classmethod
-    def connect(cls, holder: Holder, key: bytes) -> OwnerClient:
-        return cls(holder, key, connect(holder.address, key))
+    def connect(cls, address: str, key: bytes) -> OwnerClient:
+        """A link to the owner listening at `address`, which says who it is (its lock file may still
+        name the owner before it, for a moment after a hand-over)."""
+        conn = connect(address, key)
+        try:
+            holder = ping(conn, address)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(holder, key, conn)
 
     def call(self, method: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Any:
         if method == "upsert":
@@ -196,18 +226,13 @@ class OwnerClient:
         except OwnerGone:
             return
         try:
-            conn.send((PING, (), {}))
-            if not conn.poll(TIMEOUT_S):
-                raise OwnerUnresponsive(f"the owner at {self.holder.address} did not answer a ping")
-            conn.recv()
-        except BaseException as exc:
+            ping(conn, self.holder.address)
+        except OwnerGone:
             conn.close()
-            if isinstance(exc, OwnerUnresponsive):
-                raise
-            error = _link_error(exc, self.holder.address)
-            if isinstance(error, OwnerGone):
-                return
-            raise error from exc
+            return
+        except BaseException:
+            conn.close()
+            raise
         self._give(conn)
 
     def _take(self) -> Connection:

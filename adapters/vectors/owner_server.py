@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from engram.adapters.vectors.owner_link import GONE, PING, TIMEOUT_S, OwnerGone, set_io_timeout
+from engram.adapters.vectors.ownership import Holder
 
 log = structlog.get_logger(__name__)
 
@@ -31,10 +32,12 @@ _SEND_TIMEOUT_S = 30.0
 
 
 class OwnerServer:
-    """Serves `handle(method, args, kwargs)` at `address` to callers that know `key`."""
+    """Serves `handle(method, args, kwargs)` at `address` to callers that know `key`; a ping answers
+    `identity`."""
 
-    def __init__(self, address: str, key: bytes, handle: Handler) -> None:
-        self.address = address
+    def __init__(self, identity: Holder, key: bytes, handle: Handler) -> None:
+        self.identity = identity
+        self.address = identity.address
         self._key = key
         self._handle = handle
         self._listener: socket.socket | None = None
@@ -129,7 +132,7 @@ class OwnerServer:
 
     def _answer(self, method: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[str, Any]:
         if method == PING:
-            return ("ok", os.getpid())
+            return (GONE, None) if self._stopping else ("ok", self.identity)
         try:
             return ("ok", self._handle(method, args, kwargs))
         except OwnerGone:

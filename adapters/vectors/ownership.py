@@ -110,20 +110,38 @@ class OwnerLock:
     def __init__(self, root: Path) -> None:
         self.path = Path(root) / LOCK_FILE
         self._fd: int | None = None
+        self._mutex = threading.Lock()
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
 
     def try_acquire(self) -> bool:
         """Take the lock if no process holds it; never waits."""
+        return self._acquire(fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+    def wait_acquire(self) -> bool:
+        """Take the lock, waiting for as long as another process holds it (False if this object
+        already holds it). Each attempt opens the file anew: a flock belongs to an open file, so two
+        threads of this process waiting on two files exclude each other too."""
+        return self._acquire(fcntl.LOCK_EX)
+
+    def _acquire(self, operation: int) -> bool:
         if self._fd is not None:
-            return True
+            return False
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, operation)
         except BlockingIOError:
             os.close(fd)
             return False
-        self._fd = fd
-        return True
+        with self._mutex:
+            if self._fd is None:
+                self._fd = fd
+                return True
+        os.close(fd)  # another thread of this process took it meanwhile
+        return False
 
     def publish(self, holder: Holder) -> None:
         """Say who holds the lock (once listening): readers see the old record, nothing, or this one."""
@@ -133,9 +151,10 @@ class OwnerLock:
         os.pwrite(self._fd, data, 0)
 
     def release(self) -> None:
-        if self._fd is None:
+        with self._mutex:
+            fd, self._fd = self._fd, None
+        if fd is None:
             return
-        fd, self._fd = self._fd, None
         try:
             os.ftruncate(fd, 0)  # nobody to talk to any more: readers try the lock instead
         finally:
@@ -175,13 +194,24 @@ def is_stopped(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def unresponsive_message(root: Path, holder: Holder | None) -> str:
     """One line: what holds the index under `root`, that it does not answer, and what to do."""
     where = f"the embedded vector index under {root}"
-    if holder is None:
+    # No record, or that of an owner that died: the process that took the lock since is silent.
+    if holder is None or not _alive(holder.pid):
         return (
-            f"{where} is locked by a process that never said who it is ({Path(root) / LOCK_FILE}); "
-            "end the other Engram process and retry"
+            f"{where} is locked by a process that has not said who it is ({Path(root) / LOCK_FILE}); "
+            "retry, and if this persists, end the other Engram processes of this data directory"
         )
     pid = holder.pid
     if is_stopped(pid):

@@ -118,6 +118,7 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         self._owning = False
         self._link: OwnerClient | None = None
         self._server: OwnerServer | None = None
+        self._waiter: threading.Thread | None = None
         self._shut = False
         self.last_optimize = {}
 
@@ -125,6 +126,19 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
     def owns(self) -> bool:
         """Whether this process owns the index now (False until the first call decides)."""
         return self._owning
+
+    def hold(self) -> None:
+        """For a long-running process (`engram serve`, `worker`, `mcp`): own the index now if nobody
+        does, else reach it through its owner now and take it over as soon as that owner lets go
+        (a CLI command ends, a process dies), rather than at the next call."""
+        if self._owner_link() is None:
+            return
+        with self._deciding:
+            if self._waiter is None and not self._shut:
+                self._waiter = threading.Thread(
+                    target=self._wait_to_own, name="vector-owner-wait", daemon=True
+                )
+                self._waiter.start()
 
     # -- the port ----------------------------------------------------------------------------
 
@@ -256,18 +270,18 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
     def _find_owner(self) -> OwnerClient | None:
         """Take the index over if nobody holds it (None), else connect to its owner; waits a little
         for an owner that has just taken the lock to listen."""
-        key = shared_key(self._shared_root)
         deadline = time.monotonic() + TIMEOUT_S
         delay = 0.005
         holder: Holder | None = None
         while True:
-            if self._owner_lock.try_acquire():
-                self._become_owner(key)
+            # `held`: this process's `hold()` thread has just taken the lock and waits for `_deciding`.
+            if self._owner_lock.held or self._owner_lock.try_acquire():
+                self._become_owner()
                 return None
             holder = self._owner_lock.holder()
             if holder is not None:
                 try:
-                    link = OwnerClient.connect(holder, key)
+                    link = OwnerClient.connect(holder.address, shared_key(self._shared_root))
                 except OwnerGone:
                     pass  # it died or closed, or the next owner does not listen yet
                 except OwnerUnresponsive:
@@ -276,8 +290,8 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
                     log.info(
                         "vector_index_reached_through_owner",
                         root=str(self._shared_root),
-                        owner_pid=holder.pid,
-                        owner_role=holder.role,
+                        owner_pid=link.holder.pid,
+                        owner_role=link.holder.role,
                     )
                     return link
             if time.monotonic() >= deadline:
@@ -288,10 +302,31 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
             unresponsive_message(self._shared_root, holder), holder=holder.pid if holder else None
         )
 
-    def _become_owner(self, key: bytes) -> None:
+    def _wait_to_own(self) -> None:
+        """The `hold()` thread: wait for the owner lock, then take the index over."""
+        try:
+            if not self._owner_lock.wait_acquire():
+                return
+            with self._deciding:
+                if self._shut:
+                    self._owner_lock.release()
+                    return
+                if self._owning:  # a call found the lock taken here first and took the index over
+                    return
+                link, self._link = self._link, None
+                self._become_owner()
+            if link is not None:
+                link.close()  # calls still on it find it closed and come back here
+        except Exception:
+            log.error("taking the vector index over failed", root=str(self._shared_root), exc_info=True)
+
+    def _become_owner(self) -> None:
+        """With the owner lock taken: open Edge, listen, say so in the lock file."""
         try:
             EdgeVectorIndex.__init__(self, self._shared_root, **self._options)
-            server = OwnerServer(socket_address(self._shared_root), key, self._serve_call)
+            server = OwnerServer(
+                new_holder(socket_address(self._shared_root)), shared_key(self._shared_root), self._serve_call
+            )
             try:
                 server.start()
             except BaseException:
@@ -301,7 +336,7 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
             self._owner_lock.release()
             raise
         self._server = server
-        self._owner_lock.publish(new_holder(server.address))
+        self._owner_lock.publish(server.identity)
         self._owning = True
         log.info(
             "vector_index_owned", root=str(self._shared_root), role=current_role(), address=server.address
@@ -331,3 +366,9 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
                 if self._shut:  # closed under the call: the caller tries the next owner
                     raise OwnerGone("this owner closed") from None
                 raise
+
+
+def hold_vector_index(index: object) -> None:
+    """`SharedEdgeVectorIndex.hold()` for a long-running process's index; other adapters need nothing."""
+    if isinstance(index, SharedEdgeVectorIndex):
+        index.hold()
