@@ -42,8 +42,9 @@ The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragmen
 `engram.DomainError` subclasses with a `code`: `engram.InvalidInput`, `engram.NotFound`,
 `engram.Conflict`, and the domain's invariant errors.
 
-One process at a time may open an embedded data directory (Qdrant Edge holds it); use PostgreSQL
-(`database_url=...`) and a Qdrant server (`qdrant_url=...`) to share a deployment between processes.
+Several processes may use an embedded data directory at once (this one beside `engram serve`, say):
+the first that needs the vector index owns it and the others reach it through that process (ADR 0025).
+For several machines, use PostgreSQL (`database_url=...`) and a Qdrant server (`qdrant_url=...`).
 """
 
 from __future__ import annotations

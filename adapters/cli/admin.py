@@ -77,7 +77,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         beings that grew enough (what the worker does by itself).
 
         Blocks until the build is done (about a minute per 100k points); the build runs in a child
-        process. With the embedded index, run it while neither `engram serve` nor `engram worker` runs.
+        process. With the embedded index it runs in the process that holds the index (e.g. a running
+        `engram serve`).
         """
         from engram.services.fulltext_maintenance import FullTextMaintenance
         from engram.services.worker import VectorMaintenance

@@ -25,8 +25,9 @@ def is_loopback(host: str) -> bool:
 def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
     """The projections and automatic patrols in a background thread of the server.
 
-    With Qdrant Edge only one process may open the vector index, so the embedded deployment keeps its
-    worker inside the server; with a Qdrant server a separate `engram worker` is the usual layout.
+    The embedded deployment keeps its worker inside the server by default (one process to run; an
+    `engram worker` beside `serve --no-worker` works too); with a Qdrant server a separate
+    `engram worker` is the usual layout.
     """
     import threading
 
@@ -88,7 +89,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     ) -> None:
         """Serve the HTTP API (/v1, OpenAPI at /openapi.json) until Ctrl-C.
 
-        One server process per data directory: it owns the embedded vector index.
+        It holds the embedded vector index while it runs: the CLI, `engram mcp` and `engram worker`
+        reach it through this process.
         """
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging

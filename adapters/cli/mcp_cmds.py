@@ -20,8 +20,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """Serve BEING's memory over stdio (Model Context Protocol) until the client disconnects.
 
         Tools: recall, recall_memory, search_memory, query, note_scene, context — all for this being
-        only. stdout carries the protocol; logs go to stderr (ENGRAM_LOG_LEVEL). With the embedded
-        default, one process at a time may open the data directory.
+        only. stdout carries the protocol; logs go to stderr (ENGRAM_LOG_LEVEL). Runs beside
+        `engram serve`, `engram worker` and the CLI on the same data directory.
         """
         from engram.adapters.mcp import serve_stdio
         from engram.adapters.vectors import hold_vector_index

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene, InvariantViolation, PayloadTooLarge
+from engram.projections.vector_index import ServiceUnavailable
 from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
@@ -115,7 +116,7 @@ def status_for(exc: DomainError) -> int:
         return 413
     if isinstance(exc, InvalidInput):
         return 422
-    if isinstance(exc, ConsistencyTimeout):
+    if isinstance(exc, ConsistencyTimeout | ServiceUnavailable):  # retryable: Retry-After follows
         return 503
     if isinstance(exc, InvariantViolation):
         return 409
@@ -240,7 +241,7 @@ COMMON: Responses = {
     413: _doc("The body (or a note's text) is too large."),
     422: _doc("Invalid input; `errors` lists every invalid field."),
     429: _doc("Rate limit of this token exceeded; see Retry-After."),
-    503: _doc("The read models did not catch up in time; retry."),
+    503: _doc("The read models did not catch up in time, or the vector index is unreachable; retry."),
     "default": _doc("Any other error, as problem details."),
 }
 BAD_JSON: Responses = {400: _doc("The body is not JSON.")}

@@ -98,7 +98,7 @@ from engram.projections.vector_index import (
 log = structlog.get_logger(__name__)
 
 _CONFIG_FILE = "edge_config.json"  # written by EdgeShard.create: its presence means "collection exists"
-_ALIASES_FILE = "aliases.json"
+ALIASES_FILE = "aliases.json"
 _ALIASES_LOCK = "aliases.lock"
 _OPTIMIZING_DIR = "optimizing"
 _RETIRED_DIR = "retired"
@@ -176,10 +176,12 @@ def _load(path: Path, config: Any) -> EdgeShard:
             if "WouldBlock" not in str(exc):
                 raise
             if time.monotonic() >= deadline:
+                # Engram's processes share the index through its owner (shared_edge.py): this one
+                # opened it directly, e.g. an older Engram or a benchmark on the same directory.
                 raise VectorIndexBusy(
-                    f"the vector index under {path.parent.parent} is in use by another Engram process "
-                    "(engram serve or engram worker). Use that process (the HTTP API), stop it, or run a "
-                    "Qdrant server (ENGRAM_QDRANT_URL) for deployments with several processes.",
+                    f"the vector index under {path.parent.parent} is open in another process that does not "
+                    "share it (an older Engram, or a tool that opens the index itself): stop that process "
+                    "and retry",
                     path=str(path),
                 ) from None
             time.sleep(delay)
@@ -207,7 +209,7 @@ class EdgeVectorIndex:
         self._root = Path(root)
         self._collections_dir = self._root / "collections"
         self._collections_dir.mkdir(parents=True, exist_ok=True)
-        self._aliases_path = self._root / _ALIASES_FILE
+        self._aliases_path = self._root / ALIASES_FILE
         self._indexing_threshold_kb = indexing_threshold_kb
         self._search_threads = search_threads
         self._search_params = SearchParams(hnsw_ef=hnsw_ef) if hnsw_ef is not None else None

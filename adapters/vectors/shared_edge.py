@@ -33,7 +33,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.adapters.vectors.edge import EdgeVectorIndex
+from engram.adapters.vectors.edge import ALIASES_FILE, EdgeVectorIndex
 from engram.adapters.vectors.owner_link import (
     TIMEOUT_S,
     OwnerClient,
@@ -121,6 +121,12 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         self._waiter: threading.Thread | None = None
         self._shut = False
         self.last_optimize = {}
+        # What `EdgeVectorIndex.resolve_alias` reads, so that every process resolves aliases itself
+        # (`_become_owner` sets the same up again in the owner).
+        self._lock = threading.RLock()
+        self._aliases_path = self._shared_root / ALIASES_FILE
+        self._aliases: dict[str, str] = {}
+        self._aliases_stamp: tuple[int, int, int] | None = None
 
     @property
     def owns(self) -> bool:
@@ -199,7 +205,9 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         self._route(EdgeVectorIndex.set_alias, alias, collection)
 
     def resolve_alias(self, alias: str) -> str | None:
-        return self._route(EdgeVectorIndex.resolve_alias, alias)
+        # Read here, not asked of the owner: aliases.json, which the owner replaces atomically, is what
+        # the owner reads too, and a search resolves its alias first (one round trip fewer).
+        return EdgeVectorIndex.resolve_alias(self, alias)
 
     def index_stats(self, collection: str) -> IndexStats:
         return self._route(EdgeVectorIndex.index_stats, collection)

@@ -144,3 +144,11 @@ def test_a_stopped_owner_is_named_in_one_line_within_a_bounded_time(tmp_path: Pa
             os.kill(owner.pid, signal.SIGCONT)
         assert linked.count("c") == 0  # resumed: the same process answers again
         linked.close()
+
+
+def test_an_unreachable_index_is_a_retryable_503_over_http() -> None:
+    from engram.adapters.http.problems import status_for
+    from engram.projections.vector_index import ServiceUnavailable
+
+    assert status_for(VectorIndexBusy("held by `engram serve` (pid 1), which does not answer")) == 503
+    assert status_for(ServiceUnavailable("the owner went away 3 times during one call; retry")) == 503
