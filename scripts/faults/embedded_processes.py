@@ -133,6 +133,9 @@ def cli_beside_serve(work: Path) -> None:
     data = work / "data"
     env = environment(data, ENGRAM_AUTO_PATROL="false")
     engram(env, "being", "create", "Aria")
+    started = time.monotonic()
+    engram(env, "being", "list")  # what starting a command costs here, for the timings below
+    baseline = time.monotonic() - started
     with server(env, work / "serve.log", "--worker") as serve:
         check("1. engram serve holds the vector index", owner(data).get("pid") == serve.pid, str(owner(data)))
         steps = [
@@ -152,7 +155,8 @@ def cli_beside_serve(work: Path) -> None:
             ok = done.returncode == 0 and (expected is None or expected in done.stdout)
             foreign = owners_reached(done.stderr) - {serve.pid}
             check(
-                f"1. engram {name} beside the server ({took:.1f} s, exit {done.returncode})",
+                f"1. engram {name} beside the server ({took:.1f} s, `engram being list` {baseline:.1f} s;"
+                f" exit {done.returncode})",
                 ok and not foreign,
                 (done.stderr.strip().splitlines() or ["no output"])[-1][:300],
             )
@@ -205,11 +209,13 @@ def mcp_beside_serve(work: Path) -> None:
 
 
 def killed_owner(work: Path) -> None:
+    from engram.adapters.logging import configure_logging
     from engram.projections.vectors import nodes_alias
     from engram.services.beings import resolve_being
     from engram.services.bootstrap import bootstrap
     from engram.services.config import Settings
 
+    configure_logging("warning")  # this process's log on stderr, out of the checks' lines
     data = work / "data"
     env = environment(data, ENGRAM_AUTO_PATROL="false")
     engram(env, "being", "create", "Aria")
