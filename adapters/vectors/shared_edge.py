@@ -119,6 +119,7 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         self._link: OwnerClient | None = None
         self._server: OwnerServer | None = None
         self._waiter: threading.Thread | None = None
+        self._failed: tuple[float, VectorIndexBusy] | None = None  # when the last search for an owner failed
         self._shut = False
         self.last_optimize = {}
         # What `EdgeVectorIndex.resolve_alias` reads, so that every process resolves aliases itself
@@ -268,11 +269,22 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         link = self._link
         if link is not None:
             return link
+        asked = time.monotonic()
         with self._deciding:
             if self._shut:
                 raise RuntimeError("the vector index is closed")
-            if not self._owning and self._link is None:
+            if self._owning or self._link is not None:
+                return self._link
+            failed = self._failed
+            if failed is not None and failed[0] >= asked:
+                # Another thread looked for the owner while this one waited, and found none that
+                # answers: say so now rather than look (and wait) again, thread after thread.
+                raise VectorIndexBusy(failed[1].message, **failed[1].details)
+            try:
                 self._link = self._find_owner()
+            except VectorIndexBusy as exc:
+                self._failed = (time.monotonic(), exc)
+                raise
             return self._link
 
     def _find_owner(self) -> OwnerClient | None:

@@ -7,6 +7,7 @@ Engram's processes on one data directory (serve, worker, mcp, the CLI) are in
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -140,10 +141,33 @@ def test_a_stopped_owner_is_named_in_one_line_within_a_bounded_time(tmp_path: Pa
                 assert f"`contract-owner` (pid {owner.pid}, since " in message
                 assert "stopped" in message and f"kill -CONT {owner.pid}" in message
                 assert took < 3 * TIMEOUT_S + 5
+            # Threads of one process that need the index at once wait for one search of the owner, not
+            # one after the other (6 in a row would take 6 x TIMEOUT_S).
+            fresh, errors = SharedEdgeVectorIndex(root), []
+            started = time.monotonic()
+            threads = [
+                threading.Thread(target=lambda: errors.append(_error(fresh.count, "c"))) for _ in range(6)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=120)
+            took = time.monotonic() - started
+            assert len(errors) == 6 and all(isinstance(e, VectorIndexBusy) for e in errors)
+            assert took < 3 * TIMEOUT_S + 5
         finally:
             os.kill(owner.pid, signal.SIGCONT)
         assert linked.count("c") == 0  # resumed: the same process answers again
         linked.close()
+        fresh.close()
+
+
+def _error(fn: Any, *args: Any) -> BaseException | None:
+    try:
+        fn(*args)
+    except BaseException as exc:
+        return exc
+    return None
 
 
 def test_an_unreachable_index_is_a_retryable_503_over_http() -> None:
@@ -152,3 +176,133 @@ def test_an_unreachable_index_is_a_retryable_503_over_http() -> None:
 
     assert status_for(VectorIndexBusy("held by `engram serve` (pid 1), which does not answer")) == 503
     assert status_for(ServiceUnavailable("the owner went away 3 times during one call; retry")) == 503
+
+
+def test_large_upserts_travel_in_bounded_messages_and_keep_the_batch_rules(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from engram.adapters.vectors import owner_link
+
+    monkeypatch.setattr(owner_link, "UPSERT_MESSAGE_BYTES", 100 * DIM * 4)  # 100 points a message
+    sent: list[int] = []
+    request = owner_link.OwnerClient._request
+
+    def counting(self: owner_link.OwnerClient, message: Any) -> Any:
+        if message[0] == "upsert":
+            sent.append(len(message[1][1].ids) // 16)
+        return request(self, message)
+
+    monkeypatch.setattr(owner_link.OwnerClient, "_request", counting)
+    root = tmp_path / "vectors"
+    owner, client = SharedEdgeVectorIndex(root), SharedEdgeVectorIndex(root)
+    try:
+        owner.ensure_collection("c", DIM)
+        batch = points(np.random.default_rng(3), 450, 1)
+        stale = VectorPoint(batch[5].id, batch[6].vector, {**batch[5].payload, "position": 0})
+        newer = VectorPoint(batch[7].id, batch[8].vector, {**batch[7].payload, "position": 10_000})
+        bad = VectorPoint(uuid.uuid4(), batch[0].vector, {"being_id": str(BEING)})  # no position
+
+        with pytest.raises(ValueError, match="position"):
+            client.upsert("c", [*batch, bad])
+        assert owner.count("c") == 0 and sent == []  # checked before anything was sent
+
+        client.upsert("c", [*batch, stale, newer])  # a point twice: the latest state wins
+        assert not client.owns and sent == [100, 100, 100, 100, 50]
+        assert owner.count("c") == 450
+        [five, seven] = owner.retrieve("c", BEING, [batch[5].id, batch[7].id], with_vectors=True)
+        assert five.payload["position"] == 6 and seven.payload["position"] == 10_000
+        assert np.allclose(seven.vector, batch[8].vector / np.linalg.norm(batch[8].vector), atol=1e-5)
+    finally:
+        client.close()
+        owner.close()
+
+
+@pytest.mark.parametrize("dropped_by", ["the owner, as a rebuild does", "another process"])
+def test_a_drop_waits_for_the_searches_of_other_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dropped_by: str
+) -> None:
+    from engram.projections.vectors import DRAIN_TIMEOUT_S, _searches
+
+    root = tmp_path / "vectors"
+    owner, reader, other = (SharedEdgeVectorIndex(root) for _ in range(3))
+    owner.ensure_collection("c", DIM)
+    batch = points(np.random.default_rng(4), 20, 1)
+    owner.upsert("c", batch)
+    searching, release = threading.Event(), threading.Event()
+    search = EdgeVectorIndex.search
+
+    @functools.wraps(search)  # the client names the call by the method's name
+    def slow_search(self: EdgeVectorIndex, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == "vector-owner-connection":  # a client's call, in the owner
+            searching.set()
+            release.wait(30)
+        return search(self, *args, **kwargs)
+
+    def drop() -> None:
+        if dropped_by == "another process":
+            other.drop_collection("c")
+        else:  # what the vectors projection does when a rebuild switched (projections/vectors.py)
+            _searches(owner).drain(DRAIN_TIMEOUT_S)
+            owner.drop_collection("c")
+
+    monkeypatch.setattr(EdgeVectorIndex, "search", slow_search)
+    found: list[int] = []
+    try:
+        searcher = threading.Thread(
+            target=lambda: found.append(len(reader.search("c", BEING, batch[0].vector, 5)))
+        )
+        searcher.start()
+        assert searching.wait(30)
+        dropper = threading.Thread(target=drop)
+        dropper.start()
+        dropper.join(timeout=1.0)
+        assert dropper.is_alive()  # held while the other process's search runs
+        release.set()
+        searcher.join(timeout=30)
+        dropper.join(timeout=30)
+        assert found == [5] and not owner.collection_exists("c")
+    finally:
+        release.set()
+        for index in (other, reader, owner):
+            index.close()
+
+
+def test_only_the_port_is_served_and_only_to_holders_of_the_key(tmp_path: Path) -> None:
+    from engram.adapters.vectors.owner_link import OwnerClient, connect
+    from engram.adapters.vectors.ownership import KEY_FILE
+
+    root = tmp_path / "vectors"
+    owner = SharedEdgeVectorIndex(root)
+    try:
+        owner.ensure_collection("c", DIM)
+        address = holder(root)["address"]
+        assert (Path(address).stat().st_mode & 0o777) == 0o600
+        assert ((root / KEY_FILE).stat().st_mode & 0o777) == 0o600
+        with pytest.raises(RuntimeError, match="does not share this process's key"):
+            connect(address, b"x" * 32)
+        link = OwnerClient.connect(address, (root / KEY_FILE).read_bytes())
+        try:
+            assert link.holder.pid == os.getpid()
+            for method in ("close", "_apply", "__init__"):
+                with pytest.raises(ValueError, match="not a method of the vector index"):
+                    link.call(method, (), {})
+            assert link.call("count", ("c",), {}) == 0
+        finally:
+            link.close()
+        assert owner.collection_exists("c")  # still open: `close` was refused
+    finally:
+        owner.close()
+
+
+def test_a_data_directory_too_deep_for_a_socket_path_still_shares_its_index(tmp_path: Path) -> None:
+    root = tmp_path.joinpath(*(["deeper-than-a-unix-socket-path-may-be"] * 3), "vectors")
+    owner, client = SharedEdgeVectorIndex(root), SharedEdgeVectorIndex(root)
+    try:
+        owner.ensure_collection("c", DIM)
+        client.upsert("c", points(np.random.default_rng(5), 3, 1))
+        address = holder(root)["address"]
+        assert not address.startswith(str(tmp_path)) and len(address.encode()) < 100
+        assert owner.owns and not client.owns and owner.count("c") == 3
+    finally:
+        client.close()
+        owner.close()
