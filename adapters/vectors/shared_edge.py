@@ -288,9 +288,10 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
             return self._link
 
     def _find_owner(self) -> OwnerClient | None:
-        """Take the index over if nobody holds it (None), else connect to its owner; waits a little
-        for an owner that has just taken the lock to listen."""
-        deadline = time.monotonic() + TIMEOUT_S
+        """Take the index over if nobody holds it (None), else connect to its owner. An owner that
+        refuses connections is waited for: one that has just taken the lock listens within moments,
+        one that is closing lets the lock go once its calls in flight are done."""
+        deadline = time.monotonic() + TIMEOUT_S + _CLOSE_GRACE_S
         delay = 0.005
         holder: Holder | None = None
         while True:
