@@ -11,7 +11,7 @@ every other process forwards each call to it (`owner_link.py`). So `engram serve
   next one: it takes the lock itself and opens Edge, or connects to whichever process took it, and
   sends the call again. Every call of the port may be sent twice: writes are idempotent and monotonic
   by log position, reads have no effect. After `_ATTEMPTS` owners in a row went away it fails with a
-  retryable `ServiceUnavailable`, which the worker and the command runner retry.
+  retryable `ServiceUnavailable` (HTTP 503): the worker retries the batch after its backoff.
 - An owner that holds the lock but does not answer (stopped, hung) is named in one line
   (`VectorIndexBusy`) after at most a few seconds: pid, role, since when, and what to do.
 - Each call runs with the owner's settings (search threads, HNSW breadth, indexing threshold);

@@ -306,3 +306,45 @@ def test_a_data_directory_too_deep_for_a_socket_path_still_shares_its_index(tmp_
     finally:
         client.close()
         owner.close()
+
+
+def test_a_long_call_holds_up_only_its_caller_and_outlives_the_silence_checks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "vectors"
+    owner, builder, reader = (SharedEdgeVectorIndex(root) for _ in range(3))
+    owner.ensure_collection("c", DIM)
+    batch = points(np.random.default_rng(6), 20, 1)
+    owner.upsert("c", batch)
+    building, searched = threading.Event(), threading.Event()
+    optimize = EdgeVectorIndex.optimize
+
+    @functools.wraps(optimize)  # the client names the call by the method's name
+    def slow_optimize(self: EdgeVectorIndex, collection: str) -> None:
+        building.set()
+        assert searched.wait(30)
+        time.sleep(TIMEOUT_S + 2)  # longer than a call may stay silent before its owner is pinged
+        optimize(self, collection)
+
+    monkeypatch.setattr(EdgeVectorIndex, "optimize", slow_optimize)
+    failed: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            builder.optimize("c")
+        except BaseException as exc:
+            failed.append(exc)
+
+    try:
+        thread = threading.Thread(target=build)
+        thread.start()
+        assert building.wait(30)
+        assert [h.id for h in reader.search("c", BEING, batch[3].vector, 1)] == [batch[3].id]  # meanwhile
+        searched.set()
+        thread.join(timeout=120)
+        assert not thread.is_alive() and failed == []
+        assert not builder.owns and not reader.owns
+    finally:
+        searched.set()
+        for index in (reader, builder, owner):
+            index.close()
