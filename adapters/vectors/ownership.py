@@ -32,7 +32,8 @@ SOCKET_FILE = "owner.sock"
 _MAX_SOCKET_PATH = 100
 _KEY_BYTES = 32
 
-_role = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+# Until `set_role`: the program's name (`app.py`, `pytest`), or `python` for `python -c …`.
+_role = Path(sys.argv[0]).name if sys.argv and sys.argv[0] not in ("", "-c", "-m") else "python"
 _role_lock = threading.Lock()
 
 
