@@ -140,7 +140,7 @@ class PackedPoints:
         return cls(
             ids=b"".join(p.id.bytes for p in points),
             vectors=np.stack(vectors),
-            payloads=[p.payload for p in points],
+            payloads=[dict(p.payload) for p in points],
         )
 
     def points(self) -> list[VectorPoint]:
