@@ -101,7 +101,8 @@ def test_cli_reads_and_writes_beside_a_running_server(tmp_path: Path) -> None:
         for done in (patrol, recall, query):
             assert reached_through(done) == {server.proc.pid}
         assert owner_record(data)["pid"] == server.proc.pid
-    assert not log_events(server.log_path.read_text(), "vector_index_reached_through_owner")  # serve never needed another
+    # The server never needed another process's index.
+    assert not log_events(server.log_path.read_text(), "vector_index_reached_through_owner")
 
 
 def test_mcp_beside_a_server_whose_worker_patrols_its_notes(tmp_path: Path) -> None:
@@ -143,7 +144,8 @@ def test_mcp_beside_a_server_whose_worker_patrols_its_notes(tmp_path: Path) -> N
 
     assert basil in result["recall"]["text"]
     assert basil in recall.stdout
-    assert log_events(server.log_path.read_text(), "automatic patrol")  # the server's worker turned the note into a memory
+    # The server's worker turned the note into a memory.
+    assert log_events(server.log_path.read_text(), "automatic patrol")
     assert {e["owner_pid"] for e in log_events(mcp_log, "vector_index_reached_through_owner")} == {
         server.proc.pid
     }
