@@ -38,6 +38,16 @@ def points(rng: np.random.Generator, n: int, first_position: int) -> list[Vector
     ]
 
 
+def three_processes(root: Path) -> tuple[list[SharedEdgeVectorIndex], list[VectorPoint]]:
+    """Three instances on `root`, as three processes would be (a flock belongs to an open file): the
+    first owns the index, with 20 points in collection `c`; the others reach it through it."""
+    indexes = [SharedEdgeVectorIndex(root) for _ in range(3)]
+    indexes[0].ensure_collection("c", DIM)
+    batch = points(np.random.default_rng(4), 20, 1)
+    indexes[0].upsert("c", batch)
+    return indexes, batch
+
+
 def holder(root: Path) -> dict[str, Any]:
     record: dict[str, Any] = json.loads((root / "owner.lock").read_text())
     return record
@@ -223,11 +233,7 @@ def test_a_drop_waits_for_the_searches_of_other_processes(
 ) -> None:
     from engram.projections.vectors import DRAIN_TIMEOUT_S, _searches
 
-    root = tmp_path / "vectors"
-    owner, reader, other = (SharedEdgeVectorIndex(root) for _ in range(3))
-    owner.ensure_collection("c", DIM)
-    batch = points(np.random.default_rng(4), 20, 1)
-    owner.upsert("c", batch)
+    (owner, reader, other), batch = three_processes(tmp_path / "vectors")
     searching, release = threading.Event(), threading.Event()
     search = EdgeVectorIndex.search
 
@@ -311,11 +317,7 @@ def test_a_data_directory_too_deep_for_a_socket_path_still_shares_its_index(tmp_
 def test_a_long_call_holds_up_only_its_caller_and_outlives_the_silence_checks(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    root = tmp_path / "vectors"
-    owner, builder, reader = (SharedEdgeVectorIndex(root) for _ in range(3))
-    owner.ensure_collection("c", DIM)
-    batch = points(np.random.default_rng(6), 20, 1)
-    owner.upsert("c", batch)
+    (owner, builder, reader), batch = three_processes(tmp_path / "vectors")
     building, searched = threading.Event(), threading.Event()
     optimize = EdgeVectorIndex.optimize
 
