@@ -19,13 +19,16 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Notification
 
 from engram.adapters.eventstore.log_reader import EventLogSource
+from engram.adapters.fulltext import build_full_text_index
 from engram.adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock, Lock
 from engram.projections import engine
 from engram.projections.beings import BeingsView
 from engram.projections.engine import EventSource, Projection
+from engram.projections.fulltext.overlap import Overlap
+from engram.projections.fulltext.port import FullTextIndex
+from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
 from engram.projections.notes import NotesView
-from engram.projections.overlap import Overlap
 from engram.projections.patrol_runs import PatrolRunsView
 from engram.projections.queries import ReadModels
 from engram.projections.ranking_cache import RankingCache
@@ -125,12 +128,15 @@ class Views:
         # Rebuilds read the application's log in bulk, straight from its table (log_reader.py).
         self._bulk_source: EventSource = EventLogSource(app) if isinstance(app, Application) else source
         self.vectors_view = VectorsView(self._open_vector_index)
+        self.fulltext: FullTextIndex = build_full_text_index(  # kept by the memory view
+            "sqlite" if settings.database_url is None else "postgres"
+        )
         self.projections: dict[str, Projection] = {
             p.name: p
             for p in (
                 BeingsView(),
                 NotesView(),
-                MemoryView(),
+                MemoryView(self.fulltext),
                 PatrolRunsView(),
                 self.vectors_view,
                 TokensView(),
@@ -185,7 +191,12 @@ class Views:
     @property
     def read(self) -> ReadModels:
         """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
-        return ReadModels(self.dbs, self.projections, self.ranking, self.overlap)
+        return ReadModels(self.dbs, self.projections, self.ranking)
+
+    @property
+    def search(self) -> FullTextSearch:
+        """Text searches on the memory view, through a `ReadModels` of their own (`search.read`)."""
+        return FullTextSearch(self.read, self.fulltext, self.overlap)
 
     @property
     def _dir(self) -> Path:
