@@ -44,7 +44,7 @@ from engram.domain.errors import InvalidInput
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.query_text import DateSpan, first_date, node_dates, query_dates
 
-Hits = Sequence[tuple[str, float]]
+Candidates = Sequence[tuple[str, float]]
 """(node id, score) of one channel, best first."""
 
 
@@ -120,8 +120,8 @@ def profile(name: str) -> Profile:
 def rank(
     p: Profile,
     ranking: BeingRanking,
-    semantic: Hits,
-    lexical: Hits,
+    semantic: Candidates,
+    lexical: Candidates,
     *,
     text: str,
     k: int,
@@ -175,8 +175,8 @@ def date_closeness(spans: Iterable[DateSpan], dates: Iterable[_dt.date], days: f
 
 def combine(
     p: Profile,
-    semantic: Hits,
-    lexical: Hits,
+    semantic: Candidates,
+    lexical: Candidates,
     ranking: BeingRanking,
     slots: Mapping[str, int],
     now: _dt.datetime,
