@@ -92,6 +92,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging
+        from engram.services.config import load_model_settings
 
         overrides: dict[str, Any] = {
             k: v
@@ -104,7 +105,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             }.items()
             if v is not None
         }
-        http = HttpSettings(**overrides)
+        http = load_model_settings(HttpSettings, **overrides)
         if no_auth and not is_loopback(http.host):
             raise InvalidInput(
                 f"--no-auth serves without tokens, so it binds only to a loopback address "

@@ -22,7 +22,7 @@ from engram.domain.scene import parse_scene_text
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import MAX_BATCH_NOTES, NoteInput
-from engram.services.config import Settings
+from engram.services.config import Settings, load_settings, unknown_variables
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("engram.cli")
@@ -31,11 +31,25 @@ IMPORT_BATCH = 500
 
 
 class Context:
+    """What the commands share: the settings, read when a command first needs them (so `--help` works
+    whatever the environment holds), and Engram, opened on first use."""
+
     def __init__(self, data_dir: Path | None) -> None:
-        overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-        self.settings = Settings(**overrides)
-        configure_logging(self.settings.log_level, self.settings.log_format)
+        self._overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+        self._settings: Settings | None = None
         self._engram: Engram | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Raises `ConfigurationError` (exit 2, one line per problem); warns of unknown variables."""
+        if self._settings is None:
+            from engram.adapters.http.config import HttpSettings
+
+            for warning in unknown_variables(models=(Settings, HttpSettings)):
+                click.echo(f"warning: {warning}", err=True)
+            self._settings = load_settings(**self._overrides)
+            configure_logging(self._settings.log_level, self._settings.log_format)
+        return self._settings
 
     @property
     def engram(self) -> Engram:
@@ -53,6 +67,7 @@ def command(fn: F) -> F:
 
     def wrapper(ctx: Context, /, *args: Any, as_json: bool, **kwargs: Any) -> Any:
         try:
+            _ = ctx.settings  # a configuration problem stops every command before it starts
             return fn(ctx, *args, as_json=as_json, **kwargs)
         except DomainError as exc:
             fail(exc, as_json=as_json)

@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 import click
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene
+from engram.services.config import ConfigurationError
 from engram.services.errors import Conflict, NotFound
 
 EXIT_INVALID = 2
@@ -41,6 +42,9 @@ def fail(exc: DomainError, *, as_json: bool) -> NoReturn:
             ),
             err=True,
         )
+    elif isinstance(exc, ConfigurationError):
+        for problem in exc.problems:
+            click.echo(f"error: {problem}", err=True)
     elif isinstance(exc, InvalidScene):
         click.echo(f"error: {exc.message.split(':', 1)[0]}:", err=True)
         for err in exc.errors:

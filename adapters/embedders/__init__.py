@@ -38,13 +38,15 @@ def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "hashing":
         return HashingEmbedder()
     if settings.embedder == "openai":
-        if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value():
+        key = settings.openai_key()  # a placeholder for a keyless server at the base URL
+        if key is None:
             raise EmbedderConfigError(
                 "ENGRAM_EMBEDDER=openai needs an API key: set ENGRAM_OPENAI_API_KEY (or OPENAI_API_KEY), "
+                "or ENGRAM_OPENAI_BASE_URL for a compatible server that needs none, "
                 "or choose ENGRAM_EMBEDDER=offline"
             )
         return OpenAIEmbedder(
-            api_key=settings.openai_api_key.get_secret_value(),
+            api_key=key,
             model=settings.embedding_model,
             base_url=settings.openai_base_url,
             batch_size=settings.embedding_batch_size,
