@@ -6,7 +6,7 @@ import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -15,19 +15,18 @@ from uuid import UUID
 import click
 import structlog
 
-from engram.adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
+from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
-from engram.domain.errors import DomainError, InvalidInput, InvalidScene
-from engram.domain.scene import parse_scene_text
+from engram.domain.errors import DomainError, InvalidInput
+from engram.domain.note import NoteKind
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.commands import NoteInput
 from engram.services.config import Settings, load_settings, unknown_variables
+from engram.services.note_import import ImportProgress, Line, import_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("engram.cli")
-
-IMPORT_BATCH = 500
 
 
 class Context:
@@ -187,35 +186,17 @@ def being_sleep(
 # -- notes ----------------------------------------------------------------------------------
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, str]]:
+def _read_lines(path: Path) -> list[Line]:
     try:
         with path.open(encoding="utf-8") as fh:
-            return [(n, line.rstrip("\n")) for n, line in enumerate(fh, 1) if line.strip()]
+            return [Line(n, line.rstrip("\n")) for n, line in enumerate(fh, 1) if line.strip()]
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text") from None
 
 
-def _validate_lines(lines: list[tuple[int, str]]) -> None:
-    """Check every line before writing any, so a bad line 9,000 leaves nothing half-imported."""
-    problems: list[dict[str, Any]] = []
-    for lineno, text in lines:
-        try:
-            parse_scene_text(text)
-        except InvalidScene as exc:
-            problems.extend(
-                {"field": f"line {lineno}: {e['field']}", "message": e["message"]} for e in exc.errors
-            )
-        except InvalidInput as exc:
-            problems.append({"field": f"line {lineno}", "message": exc.message})
-    if problems:
-        raise InvalidScene(f"{len(problems)} problem(s) in the file; nothing was imported", problems[:50])
-
-
-def _batches(items: list[NoteInput], size: int) -> Iterator[list[NoteInput]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+NOTE_KINDS = [k.value for k in NoteKind]
 
 
 @cli.command("note")
@@ -227,12 +208,12 @@ def _batches(items: list[NoteInput], size: int) -> Iterator[list[NoteInput]]:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Scenes as JSON lines, one per line; imported in batches.",
 )
-@click.option("--text", "plain_text", help="A note's text (with --kind).")
+@click.option("--text", "plain_text", help="A note's text; needs --kind (todo, rule, …).")
 @click.option(
     "--kind",
-    default="scene",
-    show_default=True,
-    type=click.Choice(["scene", "todo", "reminder", "knowledge", "rule", "preference", "relationship"]),
+    default=None,
+    type=click.Choice(NOTE_KINDS),
+    help="The kind of a --text note. --scene and --file note scenes.",
 )
 @click.option("--key", "idempotency_key", help="Idempotency key: the same key twice gives the same note.")
 @click.option("--source-ref", help="Where the note came from, e.g. a message id.")
@@ -243,24 +224,40 @@ def note(
     scene_text: str | None,
     scene_file: Path | None,
     plain_text: str | None,
-    kind: str,
+    kind: str | None,
     idempotency_key: str | None,
     source_ref: str | None,
     *,
     as_json: bool,
 ) -> None:
-    """Note a scene (or another kind of note) for BEING."""
+    """Note a scene (or another kind of note) for BEING.
+
+    --file imports JSON lines, one scene each: every line is checked before any is written, and each
+    gets an idempotency key (the file's path, the line's content and its place among identical lines;
+    or the line's own "key" member), so an import that was interrupted can simply be run again.
+    """
     given = [x for x in (scene_text, scene_file, plain_text) if x is not None]
     if len(given) != 1:
         raise InvalidInput("give exactly one of --scene, --file or --text")
     if scene_file is not None:
+        if kind not in (None, "scene"):
+            raise InvalidInput("--file notes scenes; use --text with --kind for other kinds")
         if idempotency_key:
-            raise InvalidInput("--key applies to one note, not to --file")
+            raise InvalidInput(
+                "--key applies to one note; a file's lines get their own keys (or a `key` member each)"
+            )
         _import_file(ctx, being_ref, scene_file, source_ref, as_json=as_json)
         return
-    text = scene_text if scene_text is not None else cast(str, plain_text)
-    if scene_text is not None and kind != "scene":
+    if scene_text is not None and kind not in (None, "scene"):
         raise InvalidInput("--scene notes a scene; use --text with --kind for other kinds")
+    if plain_text is not None and kind is None:
+        # Without a kind, prose would be stored as a scene that cannot parse: ask what it is instead.
+        raise InvalidInput(
+            f"--text needs --kind ({', '.join(k for k in NOTE_KINDS if k != 'scene')}); "
+            """a scene is --scene '{"action": …, "actors": […], "when": […]}'"""
+        )
+    text = scene_text if scene_text is not None else cast(str, plain_text)
+    kind = kind or "scene"
     result = ctx.engram.notes.take(
         being_ref, NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
     )
@@ -277,37 +274,46 @@ def note(
 
 
 def _import_file(ctx: Context, being_ref: str, path: Path, source_ref: str | None, *, as_json: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    lines = _read_jsonl(path)
+    lines = _read_lines(path)
     if not lines:
         raise InvalidInput(f"{path} holds no scenes")
-    _validate_lines(lines)
-    items = [NoteInput(text=text, source_ref=source_ref) for _, text in lines]
-    taken: list[dict[str, Any]] = []
-    batch_size = min(IMPORT_BATCH, MAX_BATCH_NOTES)
-    with Progress(
-        TextColumn("noting"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("notes", total=len(items))
-        for batch in _batches(items, batch_size):
-            result = ctx.engram.notes.take_many(being_ref, batch)
-            taken.extend(n.model_dump() for n in result.notes)
-            progress.advance(task, len(batch))
-    failed = [(lineno, n) for (lineno, _), n in zip(lines, taken, strict=True) if n["parsed"] is False]
+    show = _progress_printer(f"noting {path.name}")
+    report = import_lines(
+        ctx.engram.notes, being_ref, str(path.resolve()), lines, source_ref=source_ref, progress=show
+    )
+    counts = report.progress
     if as_json:
-        emit_json({"noted": len(taken), "failed_to_parse": len(failed), "notes": taken})
-        return
-    click.echo(f"noted {len(taken)} scene(s) from {path}")
-    for lineno, n in failed:
+        emit_json(report.as_dict())
+    else:
         click.echo(
-            f"warning: line {lineno} did not parse as a scene, kept for repair: {n['parse_error']}", err=True
+            f"noted {len(report.notes)} scene(s) from {path}: {counts.written} written, "
+            f"{counts.already_there} already there, {counts.refused} refused"
         )
+    for item in report.failed_to_parse:
+        click.echo(
+            f"warning: line {item['line']} did not parse as a scene, kept for repair: {item['reason']}", err=True
+        )
+    for item in report.refused:
+        click.echo(f"refused: line {item['line']}: {item['reason']}", err=True)
+    if report.refused:
+        sys.exit(EXIT_CONFLICT)
+
+
+def _progress_printer(label: str) -> Callable[[ImportProgress], None]:
+    """Progress on stderr: one line rewritten in place on a terminal, one line per batch elsewhere."""
+    live = sys.stderr.isatty()
+
+    def show(p: ImportProgress) -> None:
+        text = (
+            f"{label}: read {p.read}/{p.total} lines, written {p.written}, "
+            f"already there {p.already_there}, refused {p.refused}"
+        )
+        if live:
+            click.echo(f"\r{text}", err=True, nl=p.read >= p.total)
+        else:
+            click.echo(text, err=True)
+
+    return show
 
 
 @cli.command("note-read")
