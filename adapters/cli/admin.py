@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +12,37 @@ import click
 
 from engram.adapters.cli.output import emit_json
 from engram.domain.errors import InvalidInput
+
+
+def _plain(reason: str) -> str:
+    """A skip reason as the user reads it; the stored one keeps the spec's words."""
+    from engram.services.patrol.run import KEY_MISSING  # here: the patrol's modules load only to patrol
+
+    if reason == KEY_MISSING:
+        return "no LLM key is set (ENGRAM_ANTHROPIC_API_KEY or ENGRAM_OPENAI_API_KEY)"
+    return reason
+
+
+def _patrol_progress(being: str) -> Callable[[Any], None]:
+    """Patrol progress on stderr: on a terminal one line rewritten in place; elsewhere a line per step
+    and at most one a second while a step works."""
+    live = sys.stderr.isatty()
+    last = 0.0
+
+    def show(p: Any) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if p.state == "working" and not live and now - last < 1.0:
+            return
+        last = now
+        items = f", {p.done}/{p.total} items" if p.total is not None else ""
+        text = f"patrol {being}: {p.step} {p.state}{items}, {p.llm_calls} LLM call(s)"
+        if live:
+            click.echo(f"\r\x1b[K{text}", err=True, nl=False)
+        else:
+            click.echo(text, err=True)
+
+    return show
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -108,17 +141,20 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def patrol(ctx: Any, being_ref: str, dry_run: bool, *, as_json: bool) -> None:
         """Run (or resume) a patrol of BEING: notes become nodes, decay, consolidation, clusters."""
-        report = ctx.engram.patrol(being_ref, dry_run=dry_run)
+        try:
+            report = ctx.engram.patrol(being_ref, dry_run=dry_run, progress=_patrol_progress(being_ref))
+        finally:
+            if sys.stderr.isatty():  # the progress line is rewritten in place: clear it
+                click.echo("\r\x1b[K", err=True, nl=False)
         if as_json:
             emit_json(report.as_dict())
             return
         title = "dry run of" if report.dry_run else ("resumed" if report.resumed else "patrol of")
-        click.echo(
-            f"{title} {report.being}, cycle {report.cycle}, LLM: {report.llm or 'none (mechanical only)'}"
-        )
+        llm = report.llm or "none (consolidation, splitting and the diary are skipped)"
+        click.echo(f"{title} {report.being}, cycle {report.cycle}, LLM: {llm}")
         for s in report.steps:
             counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items())
-            extra = f" — {s['reason']}" if s.get("reason") else ""
+            extra = f" — {_plain(s['reason'])}" if s.get("reason") else ""
             took = f" ({s['duration_ms']:.0f} ms)" if s.get("duration_ms") is not None else ""
             click.echo(f"  {s['step']:<18} {s.get('state', ''):<10} {counts}{extra}{took}")
 

@@ -6,6 +6,7 @@ import functools
 import json
 import os
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -401,27 +402,69 @@ def show(
 @click.option("--being", "being_ref", help="Only this being's events.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
-    "--after", default=0, show_default=True, type=click.IntRange(0), help="Start after this position."
+    "--after", default=None, type=click.IntRange(0), help="Start after this position (default: the start)."
+)
+@click.option("--tail", "tail", type=click.IntRange(1, 10_000), help="Only the last N events.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing events as they are written, until Ctrl-C (with --json: one object per line). "
+    "Starts with the last 10 events unless --after or --tail says otherwise.",
 )
 @command
-def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, as_json: bool) -> None:
+def log_command(
+    ctx: Context,
+    being_ref: str | None,
+    limit: int,
+    after: int | None,
+    tail: int | None,
+    follow: bool,
+    *,
+    as_json: bool,
+) -> None:
     """The global event log in order."""
-    entries = ctx.engram.audit.log(being=being_ref, after=after, limit=limit)
-    if as_json:
-        emit_json(entries)
+    if tail is not None and after is not None:
+        raise InvalidInput("give --tail or --after, not both")
+    audit = ctx.engram.audit
+    if tail is not None or (follow and after is None):
+        entries = audit.tail(being=being_ref, limit=tail or 10)
+    else:
+        entries = audit.log(being=being_ref, after=after or 0, limit=limit)
+    if not follow:
+        emit_json(entries) if as_json else _print_log(entries, as_json=False)
         return
+    _print_log(entries, as_json=as_json)
+    position = entries[-1]["position"] if entries else (after if after is not None else ctx.engram.store.head())
+    interval = ctx.settings.worker_poll_interval_s
+    try:
+        while True:
+            time.sleep(interval)
+            entries = audit.log(being=being_ref, after=position, limit=10_000)
+            _print_log(entries, as_json=as_json)
+            if entries:
+                position = entries[-1]["position"]
+    except KeyboardInterrupt:  # Ctrl-C is how --follow ends: not an error
+        return
+
+
+def _print_log(entries: list[dict[str, Any]], *, as_json: bool) -> None:
     for e in entries:
-        click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
+        if as_json:
+            click.echo(json.dumps(e, ensure_ascii=False, default=str))
+        else:
+            click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
+    sys.stdout.flush()
 
 
 from engram.adapters.cli import admin as _admin  # noqa: E402
 from engram.adapters.cli import bench_cmds as _bench  # noqa: E402
 from engram.adapters.cli import demo as _demo  # noqa: E402
 from engram.adapters.cli import http_cmds as _http  # noqa: E402
+from engram.adapters.cli import listing_cmds as _listing  # noqa: E402
 from engram.adapters.cli import mcp_cmds as _mcp  # noqa: E402
 from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 
-for _module in (_demo, _admin, _reading, _http, _mcp, _bench):
+for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench):
     _module.register(cli, command)
 
 
