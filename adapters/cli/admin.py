@@ -32,7 +32,7 @@ def _patrol_progress(being: str) -> Callable[[Any], None]:
     def show(p: Any) -> None:
         nonlocal last
         now = time.monotonic()
-        if p.state == "working" and not live and now - last < 1.0:
+        if p.state == "working" and p.done != p.total and not live and now - last < 1.0:
             return
         last = now
         items = f", {p.done}/{p.total} items" if p.total is not None else ""

@@ -133,10 +133,15 @@ class Patrol:
         self._progress = progress
         self._llm_calls = 0
         self._step = ""
+        self._items: tuple[int | None, int | None] = (None, None)  # the current step's, when it counts
 
-    def _tell(self, state: str, done: int | None = None, total: int | None = None) -> None:
+    def _tell(self, state: str) -> None:
         if self._progress is not None:
-            self._progress(PatrolProgress(self._step, state, done, total, self._llm_calls))
+            self._progress(PatrolProgress(self._step, state, *self._items, self._llm_calls))
+
+    def _advance(self, done: int, total: int) -> None:
+        self._items = (done, total)
+        self._tell("working")
 
     def _called_llm(self) -> None:
         self._llm_calls += 1
@@ -199,7 +204,7 @@ class Patrol:
                 )
         embedder = self.e.embedder
         for step, (fn, needs_llm) in STEPS.items():
-            self._step = step.value
+            self._step, self._items = step.value, (None, None)
             run = self.e.store.get(PatrolRun, run.id)
             state = run.step_state(step)
             if state in (StepState.FINISHED, StepState.SKIPPED):
@@ -230,7 +235,7 @@ class Patrol:
                     thresholds=thresholds_for(embedder.model_id),
                     being_id=being.id,
                     run_id=run.id,
-                    progress=lambda done, total: self._tell("working", done, total),
+                    progress=self._advance,
                 )
                 assert fn is not None
                 outcome = fn(ctx)

@@ -141,3 +141,40 @@ def test_patrol_shows_its_progress_on_stderr_and_keeps_json_clean(
         "patrol Aria: merge_small finished, 0 LLM call(s)"
     )
     assert {s["step"] for s in report["steps"]} >= {"notes_to_nodes", "diary"}
+
+
+def test_patrol_progress_counts_the_llm_calls_as_they_happen(engram) -> None:
+    from engram.services.patrol.run import PatrolProgress
+    from tests.patrol_support import ScriptedLLM, note_scenes
+
+    engram.beings.register("Aria")
+    note_scenes(engram, "Aria", [*topic_scenes("baking", 6), *topic_scenes("climbing", 6)])
+    llm = ScriptedLLM()
+    seen: list[PatrolProgress] = []
+    engram.patrol("Aria", llm=llm, progress=seen.append)
+    assert llm.calls, "the scripted LLM was asked"
+    assert seen[-1].llm_calls == len(llm.calls)
+    calls = [p.llm_calls for p in seen]
+    assert calls == sorted(calls) and len(set(calls)) == len(llm.calls) + 1  # one report per call, in order
+    steps = [p.step for p in seen if p.state == "started"]
+    assert steps[0] == "notes_to_nodes" and steps[-1] == "diary"
+    assert PatrolProgress("notes_to_nodes", "working", 0, 12, 0) in seen  # before the first batch
+    assert PatrolProgress("notes_to_nodes", "finished", 12, 12, 12) in seen  # one classification per note
+
+
+def test_with_a_key_set_but_the_llm_turned_off_the_reason_says_so(
+    make_settings, clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from structlog.testing import capture_logs
+
+    from engram.services.bootstrap import bootstrap
+    from engram.services.patrol.run import BYOK_MISSING, LLM_TURNED_OFF
+
+    with bootstrap(make_settings(openai_api_key="sk-proj-never-used"), clock=clock) as e:
+        e.beings.register("Aria")
+        with capture_logs() as logs:
+            report = e.patrol("Aria")
+    skipped = {s["step"]: s.get("reason") for s in report.steps if s["state"] == "skipped"}
+    assert skipped == {"consolidate": LLM_TURNED_OFF, "split": LLM_TURNED_OFF, "diary": LLM_TURNED_OFF}
+    assert not any(entry["event"] == BYOK_MISSING for entry in logs)
+    assert "BYOK" not in LLM_TURNED_OFF and "❹" not in LLM_TURNED_OFF
