@@ -10,8 +10,24 @@ from typing import Any
 
 import click
 
-from engram.adapters.cli.output import emit_json
+from engram.adapters.cli.output import emit_json, warn_if_embedder_changed
 from engram.domain.errors import InvalidInput
+
+
+def log_embedder_mismatch(engram: Any) -> None:
+    """The worker's (and the server's) log line when the stored vectors were made by another embedder."""
+    import structlog
+
+    from engram.services.embedder_check import embedder_mismatch
+
+    mismatch = embedder_mismatch(engram)
+    if mismatch is not None:
+        structlog.get_logger("engram.worker").warning(
+            "embedder changed",
+            configured=mismatch.configured,
+            stored=list(mismatch.stored),
+            advice=mismatch.message(),
+        )
 
 
 def _plain(reason: str) -> str:
@@ -55,6 +71,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def status(ctx: Any, *, as_json: bool) -> None:
         """Each projection's position, the head of the log, the lag and the last error."""
         rows = ctx.engram.views.status()
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(rows)
             return
@@ -141,6 +158,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def patrol(ctx: Any, being_ref: str, dry_run: bool, *, as_json: bool) -> None:
         """Run (or resume) a patrol of BEING: notes become nodes, decay, consolidation, clusters."""
+        warn_if_embedder_changed(ctx.engram)  # the patrol embeds its new nodes with the configured one
         try:
             report = ctx.engram.patrol(being_ref, dry_run=dry_run, progress=_patrol_progress(being_ref))
         finally:
@@ -187,6 +205,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        log_embedder_mismatch(engram)
         patrolling = "automatic patrols on" if auto else "automatic patrols off"
         click.echo(f"worker: running {', '.join(w.names)}; {patrolling} (Ctrl-C stops)", err=True)
         w.run_forever()

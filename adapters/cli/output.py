@@ -57,3 +57,12 @@ def fail(exc: DomainError, *, as_json: bool) -> NoReturn:
 def fail_text(message: str, code: int = EXIT_INVALID) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def warn_if_embedder_changed(engram: Any) -> None:
+    """A warning on stderr when the stored node vectors were made by another embedder (#7, item 14)."""
+    from engram.services.embedder_check import embedder_mismatch
+
+    mismatch = embedder_mismatch(engram)
+    if mismatch is not None:
+        click.echo(f"warning: {mismatch.message()}", err=True)

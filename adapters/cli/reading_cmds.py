@@ -11,7 +11,7 @@ from uuid import UUID
 
 import click
 
-from engram.adapters.cli.output import emit_json
+from engram.adapters.cli.output import emit_json, warn_if_embedder_changed
 from engram.domain.scene import Scene
 from engram.services.ranking import PROFILES
 from engram.services.reading import MAX_QUERY_K, NodeView
@@ -47,6 +47,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         Prints nothing when no memory is close enough. Each recalled node is reactivated (+1).
         """
         result = ctx.engram.reading.recall(being_ref, text)
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(result.model_dump())
         elif result.text:
@@ -134,6 +135,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             include_dead=include_dead,
             reactivate=not no_reactivate,
         )
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(result.model_dump())
             return

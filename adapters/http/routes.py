@@ -70,9 +70,15 @@ admin = APIRouter(prefix="/v1/admin", tags=["admin"], responses={**COMMON, **ADM
 
 
 @public.get("/health", name="health", response_model=Health)
-def health() -> Health:
-    """Liveness: no token needed."""
-    return Health(status="ok", version=_version())
+def health(engram: EngramDep) -> Health:
+    """Liveness, and what an operator should know (`warnings`): no token needed."""
+    from engram.services.embedder_check import embedder_mismatch
+
+    try:
+        mismatch = embedder_mismatch(engram)
+    except Exception as exc:  # liveness must answer even when a view cannot be read
+        return Health(status="ok", version=_version(), warnings=[f"could not compare the embedders: {exc}"])
+    return Health(status="ok", version=_version(), warnings=[mismatch.message()] if mismatch else [])
 
 
 # -- beings ---------------------------------------------------------------------------------------
