@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from engram.adapters.cli.output import emit_json, warn_if_embedder_changed
+from engram.adapters.cli.output import NO_LLM, emit_json, plain_reason, warn_if_embedder_changed
 from engram.domain.errors import InvalidInput
 
 
@@ -28,15 +28,6 @@ def log_embedder_mismatch(engram: Any) -> None:
             stored=list(mismatch.stored),
             advice=mismatch.message(),
         )
-
-
-def _plain(reason: str) -> str:
-    """A skip reason as the user reads it; the stored one keeps the spec's words."""
-    from engram.services.patrol.run import KEY_MISSING  # here: the patrol's modules load only to patrol
-
-    if reason == KEY_MISSING:
-        return "no LLM key is set (ENGRAM_ANTHROPIC_API_KEY or ENGRAM_OPENAI_API_KEY)"
-    return reason
 
 
 def _patrol_progress(being: str) -> Callable[[Any], None]:
@@ -168,11 +159,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             emit_json(report.as_dict())
             return
         title = "dry run of" if report.dry_run else ("resumed" if report.resumed else "patrol of")
-        llm = report.llm or "none (consolidation, splitting and the diary are skipped)"
+        llm = report.llm or NO_LLM
         click.echo(f"{title} {report.being}, cycle {report.cycle}, LLM: {llm}")
         for s in report.steps:
             counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items())
-            extra = f" — {_plain(s['reason'])}" if s.get("reason") else ""
+            extra = f" — {plain_reason(s['reason'])}" if s.get("reason") else ""
             took = f" ({s['duration_ms']:.0f} ms)" if s.get("duration_ms") is not None else ""
             click.echo(f"  {s['step']:<18} {s.get('state', ''):<10} {counts}{extra}{took}")
 

@@ -17,6 +17,8 @@ EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
 EXIT_UNEXPECTED = 1
 
+NO_LLM = "none (consolidation, splitting and the diary are skipped)"
+
 
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
@@ -66,3 +68,12 @@ def warn_if_embedder_changed(engram: Any) -> None:
     mismatch = embedder_mismatch(engram)
     if mismatch is not None:
         click.echo(f"warning: {mismatch.message()}", err=True)
+
+
+def plain_reason(reason: str) -> str:
+    """A patrol step's skip reason as the user reads it; the stored one keeps the spec's words."""
+    from engram.services.patrol.run import KEY_MISSING  # here: the patrol's modules load only to patrol
+
+    if reason == KEY_MISSING:
+        return "no LLM key is set (ENGRAM_ANTHROPIC_API_KEY or ENGRAM_OPENAI_API_KEY)"
+    return reason

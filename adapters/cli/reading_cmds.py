@@ -58,7 +58,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @click.argument("cluster_id", type=click.UUID)
     @command
     def recall_cluster(ctx: Any, being_ref: str, cluster_id: UUID, *, as_json: bool) -> None:
-        """Every node of one cluster, most recently activated first (spec `recall_memory`).
+        """Every node of one cluster, most recently activated first.
 
         Active and dying nodes are reactivated +1, dead ones +2.
         """
@@ -85,7 +85,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def search(
         ctx: Any, being_ref: str, terms: tuple[str, ...], mode: str, limit: int, *, as_json: bool
     ) -> None:
-        """Keyword search (spec `search_memory`): each TERM, case-insensitively, as a substring of the
+        """Keyword search: each TERM, case-insensitively, as a substring of the
         action, the feeling or the `when` entries, or equal to a theme.
 
         Quote a TERM to search a phrase. Matching nodes are reactivated (+1, dead +2).
