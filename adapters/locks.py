@@ -11,9 +11,10 @@ import fcntl
 import os
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg
 
 
 class Lock(Protocol):
@@ -137,6 +138,8 @@ class AdvisoryLock:
     def try_acquire(self) -> bool:
         if self._conn is not None:
             return False
+        import psycopg  # here: a process on SQLite never loads it
+
         conn = psycopg.connect(self.conninfo, autocommit=True)
         row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.key,)).fetchone()
         if not row or not row[0]:
@@ -176,6 +179,8 @@ class HeldOpenAdvisoryLock:
                 self._conn, self._held, self._pid = None, False, os.getpid()
             if self._held:
                 return False
+            import psycopg  # here: a process on SQLite never loads it
+
             try:
                 taken = self._try(self._connection())
             except psycopg.OperationalError:
@@ -190,6 +195,8 @@ class HeldOpenAdvisoryLock:
                 self._held = False
                 return
             self._held = False
+            import psycopg
+
             try:
                 self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.key,))
             except psycopg.Error:
@@ -208,6 +215,8 @@ class HeldOpenAdvisoryLock:
 
     def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
         if self._conn is None or self._conn.closed:
+            import psycopg
+
             self._conn = psycopg.connect(self.conninfo, autocommit=True)
         return self._conn
 

@@ -7,6 +7,7 @@ embedder and the LLM are constructed on first use.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
-    from engram.services.patrol.run import PatrolReport
+    from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
 
@@ -86,11 +87,19 @@ class Engram:
             self._llm = build_llm(self.settings)
         return self._llm
 
-    def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport:
-        """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only."""
+    def patrol(
+        self,
+        being: str,
+        *,
+        dry_run: bool = False,
+        llm: LLM | None = None,
+        progress: Callable[[PatrolProgress], None] | None = None,
+    ) -> PatrolReport:
+        """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only;
+        `progress` is told how the patrol goes (step, items done of total, LLM calls made)."""
         from engram.services.patrol.run import Patrol
 
-        return Patrol(self, llm=llm).run(being, dry_run=dry_run)
+        return Patrol(self, llm=llm, progress=progress).run(being, dry_run=dry_run)
 
     def close(self) -> None:
         if "views" in self.__dict__:

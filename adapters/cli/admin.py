@@ -3,13 +3,53 @@
 from __future__ import annotations
 
 import signal
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from engram.adapters.cli.output import emit_json
+from engram.adapters.cli.output import NO_LLM, emit_json, plain_reason, warn_if_embedder_changed
 from engram.domain.errors import InvalidInput
+
+
+def log_embedder_mismatch(engram: Any) -> None:
+    """The worker's (and the server's) log line when the stored vectors were made by another embedder."""
+    import structlog
+
+    from engram.services.embedder_check import embedder_mismatch
+
+    mismatch = embedder_mismatch(engram)
+    if mismatch is not None:
+        structlog.get_logger("engram.worker").warning(
+            "embedder changed",
+            configured=mismatch.configured,
+            stored=list(mismatch.stored),
+            advice=mismatch.message(),
+        )
+
+
+def _patrol_progress(being: str) -> Callable[[Any], None]:
+    """Patrol progress on stderr: on a terminal one line rewritten in place; elsewhere a line per step
+    and at most one a second while a step works."""
+    live = sys.stderr.isatty()
+    last = 0.0
+
+    def show(p: Any) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if p.state == "working" and p.done != p.total and not live and now - last < 1.0:
+            return
+        last = now
+        items = f", {p.done}/{p.total} items" if p.total is not None else ""
+        text = f"patrol {being}: {p.step} {p.state}{items}, {p.llm_calls} LLM call(s)"
+        if live:
+            click.echo(f"\r\x1b[K{text}", err=True, nl=False)
+        else:
+            click.echo(text, err=True)
+
+    return show
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -22,6 +62,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def status(ctx: Any, *, as_json: bool) -> None:
         """Each projection's position, the head of the log, the lag and the last error."""
         rows = ctx.engram.views.status()
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(rows)
             return
@@ -108,17 +149,21 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def patrol(ctx: Any, being_ref: str, dry_run: bool, *, as_json: bool) -> None:
         """Run (or resume) a patrol of BEING: notes become nodes, decay, consolidation, clusters."""
-        report = ctx.engram.patrol(being_ref, dry_run=dry_run)
+        warn_if_embedder_changed(ctx.engram)  # the patrol embeds its new nodes with the configured one
+        try:
+            report = ctx.engram.patrol(being_ref, dry_run=dry_run, progress=_patrol_progress(being_ref))
+        finally:
+            if sys.stderr.isatty():  # the progress line is rewritten in place: clear it
+                click.echo("\r\x1b[K", err=True, nl=False)
         if as_json:
             emit_json(report.as_dict())
             return
         title = "dry run of" if report.dry_run else ("resumed" if report.resumed else "patrol of")
-        click.echo(
-            f"{title} {report.being}, cycle {report.cycle}, LLM: {report.llm or 'none (mechanical only)'}"
-        )
+        llm = report.llm or NO_LLM
+        click.echo(f"{title} {report.being}, cycle {report.cycle}, LLM: {llm}")
         for s in report.steps:
             counts = ", ".join(f"{k} {v}" for k, v in (s.get("counts") or {}).items())
-            extra = f" — {s['reason']}" if s.get("reason") else ""
+            extra = f" — {plain_reason(s['reason'])}" if s.get("reason") else ""
             took = f" ({s['duration_ms']:.0f} ms)" if s.get("duration_ms") is not None else ""
             click.echo(f"  {s['step']:<18} {s.get('state', ''):<10} {counts}{extra}{took}")
 
@@ -151,6 +196,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        log_embedder_mismatch(engram)
         patrolling = "automatic patrols on" if auto else "automatic patrols off"
         click.echo(f"worker: running {', '.join(w.names)}; {patrolling} (Ctrl-C stops)", err=True)
         w.run_forever()

@@ -90,8 +90,10 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         One server process per data directory: it owns the embedded vector index.
         """
+        from engram.adapters.cli.admin import log_embedder_mismatch
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging
+        from engram.services.config import load_model_settings
 
         overrides: dict[str, Any] = {
             k: v
@@ -104,7 +106,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             }.items()
             if v is not None
         }
-        http = HttpSettings(**overrides)
+        http = load_model_settings(HttpSettings, **overrides)
         if no_auth and not is_loopback(http.host):
             raise InvalidInput(
                 f"--no-auth serves without tokens, so it binds only to a loopback address "
@@ -119,6 +121,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         app = create_app(ctx.engram, settings=http, auth=not no_auth)
         worker = _start_embedded_worker(ctx.engram, embedded_worker)
+        log_embedder_mismatch(ctx.engram)
         mode = "WITHOUT AUTHENTICATION (development mode)" if no_auth else "bearer tokens required"
         click.echo(f"engram: serving http://{http.host}:{http.port}/v1 — {mode}; Ctrl-C stops", err=True)
         uvicorn.run(

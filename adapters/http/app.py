@@ -9,6 +9,7 @@ from typing import Any
 import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 
 from engram.adapters.http import problems
 from engram.adapters.http.config import HttpSettings
@@ -25,6 +26,8 @@ Every `/v1` endpoint except `/v1/health` needs `Authorization: Bearer <token>`: 
 every being and `/v1/admin`. A being is addressed by name or id. Errors are RFC 9457 problem
 details (`application/problem+json`) with Engram's `code`. See `adapters/http/README.md`.
 """
+
+DOCS_ASSETS = "/docs/assets"
 
 
 def _warm_up(engram: Engram) -> None:
@@ -55,13 +58,16 @@ def create_app(
             if close_on_shutdown:
                 engram.close()
 
-    app = FastAPI(
+    # Swagger UI with its script, style sheet and icon served by this app (`/docs/assets/…`, shipped in
+    # the `fastapi-offline` package): FastAPI's own /docs loads them from a CDN, blank without a network.
+    app = FastAPIOffline(
         title="Engram",
         version=_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
         lifespan=lifespan,
         strict_content_type=False,
     )

@@ -70,9 +70,15 @@ admin = APIRouter(prefix="/v1/admin", tags=["admin"], responses={**COMMON, **ADM
 
 
 @public.get("/health", name="health", response_model=Health)
-def health() -> Health:
-    """Liveness: no token needed."""
-    return Health(status="ok", version=_version())
+def health(engram: EngramDep) -> Health:
+    """Liveness, and what an operator should know (`warnings`): no token needed."""
+    from engram.services.embedder_check import embedder_mismatch
+
+    try:
+        mismatch = embedder_mismatch(engram)
+    except Exception as exc:  # liveness must answer even when a view cannot be read
+        return Health(status="ok", version=_version(), warnings=[f"could not compare the embedders: {exc}"])
+    return Health(status="ok", version=_version(), warnings=[mismatch.message()] if mismatch else [])
 
 
 # -- beings ---------------------------------------------------------------------------------------
@@ -251,7 +257,7 @@ def update_note(note_id: UUID, body: NotePatch, being: Being, engram: EngramDep)
     responses={**BAD_JSON, **CONFLICT},
 )
 def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
-    """The spec's `recall`: up to 3 relevant memories as a fragment stream; each is reactivated."""
+    """What a message brings back: up to 3 similar memories as a fragment stream; each is reactivated."""
     return engram.reading.recall(being.ref, body.query)
 
 
@@ -263,7 +269,7 @@ def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
     responses={**CONFLICT},
 )
 def recall_cluster(cluster_id: UUID, being: Being, engram: EngramDep) -> Found:
-    """The spec's `recall_memory`: every memory of one cluster (live +1, dead +2)."""
+    """Every memory of one cluster, most recently activated first; reactivates them (dead ones by 2)."""
     return engram.reading.recall_memory(being.ref, cluster_id)
 
 
@@ -281,7 +287,7 @@ def search(
     mode: SearchMode = SearchMode.OR,
     limit: Annotated[int, Query(ge=1, le=MAX_QUERY_K)] = 50,
 ) -> Found:
-    """The spec's `search_memory`: keyword match on action, feeling, when and themes; reactivates."""
+    """Keyword search on a memory's action, feeling, dates and themes; reactivates what it finds."""
     return engram.reading.search_memory(being.ref, q, mode.value, limit)
 
 

@@ -20,6 +20,11 @@ class Body(BaseModel):
 class Health(BaseModel):
     status: Literal["ok"]
     version: str
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Problems that do not stop the server but need an operator, e.g. a changed embedder "
+        "whose new vectors cannot find the old ones.",
+    )
 
 
 class BeingCreate(Body):

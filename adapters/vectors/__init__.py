@@ -7,11 +7,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram.adapters.vectors.edge import EdgeVectorIndex
-from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
 from engram.projections.vector_index import VectorIndex
+
+if TYPE_CHECKING:
+    from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
 
 __all__ = ["EdgeVectorIndex", "QdrantVectorIndex", "build_vector_index"]
 
@@ -34,9 +36,21 @@ def build_vector_index(settings: Any, data_dir: Path) -> VectorIndex:
     """
     url = getattr(settings, "qdrant_url", None)
     if url:
+        from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
+
         return QdrantVectorIndex.from_url(
             str(url), api_key=_secret(getattr(settings, "qdrant_api_key", None))
         )
     return EdgeVectorIndex(
         Path(data_dir) / "vectors", search_threads=getattr(settings, "vector_search_threads", 1)
     )
+
+
+def __getattr__(name: str) -> Any:
+    # qdrant-client takes about a second to import (hundreds of pydantic models): only a deployment
+    # with a Qdrant server, and the tests of its adapter, pay for it.
+    if name == "QdrantVectorIndex":
+        from engram.adapters.vectors.qdrant_server import QdrantVectorIndex
+
+        return QdrantVectorIndex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

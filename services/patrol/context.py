@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -42,6 +43,8 @@ class StepContext:
     being_id: UUID
     run_id: UUID
     counts: dict[str, int] = field(default_factory=dict)
+    progress: Callable[[int, int], None] | None = None
+    """Told `(done, total)` as a long step goes: the CLI shows it while the patrol runs."""
 
     @property
     def read(self) -> ReadModels:
@@ -67,6 +70,10 @@ class StepContext:
         if position is not None:
             self.views.ensure(position)
         return position
+
+    def advance(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n

@@ -99,6 +99,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
         ctx.count("parse_failed", len(failures))
     if not items:
         return ctx.counts
+    ctx.advance(0, len(items))
     # Spec ❶.4: all new nodes' texts in one batched embedder call.
     vectors = ctx.embedder.embed([scene.scene.embed_text(scene.feeling) for _, scene in items])
     clusters: dict[str, Cluster] = {str(c.id): c for c in roots.values()}
@@ -160,6 +161,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
             aggregates.append(run)
         ctx.save(*aggregates)
         ctx.count("nodes_created", len(part))
+        ctx.advance(ctx.counts["nodes_created"], len(items))
     return ctx.counts
 
 
