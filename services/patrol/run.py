@@ -35,7 +35,7 @@ no key is set at all."""
 KEY_MISSING = "BYOK key not set"
 """A skipped LLM step's reason when no LLM key is set (the spec's words, kept for existing readers)."""
 LLM_TURNED_OFF = "the LLM is turned off (ENGRAM_LLM=none)"
-"""A skipped LLM step's reason when a key is set but the LLM was turned off on purpose."""
+"""A skipped LLM step's reason when the LLM was turned off on purpose (`ENGRAM_LLM=none`)."""
 
 StepFn = Callable[[StepContext], "dict[str, int] | Skip"]
 
@@ -154,11 +154,8 @@ class Patrol:
         return _CountingLLM(llm, self._called_llm) if self._progress is not None else llm
 
     def _no_llm_reason(self) -> str:
-        """Why the LLM steps are skipped: turned off on purpose while a key is set, or no key at all."""
-        settings = self.e.settings
-        keys = (settings.anthropic_api_key, settings.openai_api_key)
-        has_key = any(k is not None and k.get_secret_value() for k in keys) or settings.openai_base_url
-        return LLM_TURNED_OFF if settings.llm == "none" and has_key else KEY_MISSING
+        """Why the LLM steps are skipped: turned off on purpose (`ENGRAM_LLM=none`), or no key found."""
+        return LLM_TURNED_OFF if self.e.settings.llm == "none" else KEY_MISSING
 
     def run(self, being_ref: str, *, dry_run: bool = False) -> PatrolReport:
         being = resolve_being(self.e.store, being_ref)

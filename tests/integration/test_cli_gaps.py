@@ -178,3 +178,18 @@ def test_with_a_key_set_but_the_llm_turned_off_the_reason_says_so(
     assert skipped == {"consolidate": LLM_TURNED_OFF, "split": LLM_TURNED_OFF, "diary": LLM_TURNED_OFF}
     assert not any(entry["event"] == BYOK_MISSING for entry in logs)
     assert "BYOK" not in LLM_TURNED_OFF and "❹" not in LLM_TURNED_OFF
+
+
+def test_with_the_llm_turned_off_and_no_key_the_spec_line_is_not_logged(make_settings, clock) -> None:
+    """`ENGRAM_LLM=none` is a choice, not a missing key: the spec's "BYOK key not set" line is for the latter."""
+    from structlog.testing import capture_logs
+
+    from engram.services.bootstrap import bootstrap
+    from engram.services.patrol.run import BYOK_MISSING, LLM_TURNED_OFF
+
+    with bootstrap(make_settings(llm="none", openai_api_key=None, anthropic_api_key=None), clock=clock) as e:
+        e.beings.register("Aria")
+        with capture_logs() as logs:
+            report = e.patrol("Aria")
+    assert {s.get("reason") for s in report.steps if s["state"] == "skipped"} == {LLM_TURNED_OFF}
+    assert not any(entry["event"] == BYOK_MISSING for entry in logs)

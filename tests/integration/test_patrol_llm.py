@@ -656,7 +656,18 @@ def test_no_diary_without_new_scenes(engram) -> None:
 # -- without an LLM, dry runs, one patrol at a time -----------------------------------------------
 
 
-def test_without_an_llm_key_the_llm_steps_are_skipped_with_the_spec_log_line(engram) -> None:
+def test_without_an_llm_key_the_llm_steps_are_skipped_with_the_spec_log_line(
+    make_settings, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ENGRAM_LLM=auto` and no key anywhere: the key is truly missing, and the spec's line says so."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(f"ENGRAM_{name}", raising=False)
+    with bootstrap(make_settings(llm="auto"), clock=clock, ids=SeededIds()) as engram:
+        _skips_the_llm_steps_with_the_spec_line(engram)
+
+
+def _skips_the_llm_steps_with_the_spec_line(engram: Any) -> None:
     being_id = _register(engram)
     note_scenes(engram, "Aria", [*topic_scenes("baking", 12), scene(D, "2024-04-06", importance=0.05)])
     with capture_logs() as logs:
