@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
@@ -43,6 +45,13 @@ class Settings(BaseSettings):
     llm_fast_model: str | None = Field(None, description="Model for classification.")
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_max_answer_kib: int = Field(
+        DEFAULT_MAX_ANSWER_KIB,
+        ge=1,
+        le=1024,
+        description="The largest LLM answer patrol parses and records; a longer one is a recorded rejection "
+        "that keeps only its first bytes (ADR 0025).",
+    )
 
     qdrant_url: str | None = Field(
         None, description="A Qdrant server; unset = Qdrant Edge embedded under data_dir."
