@@ -146,6 +146,7 @@ class Patrol:
                     thresholds=thresholds_for(embedder.model_id),
                     being_id=being.id,
                     run_id=run.id,
+                    max_answer_bytes=self.e.settings.llm_max_answer_kib * 1024,
                 )
                 assert fn is not None
                 outcome = fn(ctx)
