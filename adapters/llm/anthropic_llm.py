@@ -18,7 +18,7 @@ import httpx2
 import structlog
 from pydantic import BaseModel, Field, ValidationError
 
-from engram.adapters.llm.responses import read_envelope
+from engram.adapters.llm.responses import Label, read_envelope
 from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
@@ -59,8 +59,8 @@ class _Message(BaseModel):
     """What we read of a Messages API answer; proxies often leave out the rest."""
 
     content: list[_Block] = Field(min_length=1)
-    model: str | None = None
-    stop_reason: str | None = None
+    model: Label | None = None
+    stop_reason: Label | None = None
     usage: _Usage | None = None
 
 

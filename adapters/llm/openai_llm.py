@@ -13,7 +13,7 @@ import openai
 import structlog
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from engram.adapters.llm.responses import read_envelope
+from engram.adapters.llm.responses import Label, read_envelope
 from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
@@ -46,7 +46,7 @@ class _Message(BaseModel):
 
 class _Choice(BaseModel):
     message: _Message
-    finish_reason: str | None = None
+    finish_reason: Label | None = None
 
     @model_validator(mode="after")
     def _says_something(self) -> _Choice:
@@ -64,7 +64,7 @@ class _Completion(BaseModel):
     """What we read of a chat completion; compatible servers often leave out the rest."""
 
     choices: list[_Choice] = Field(min_length=1)
-    model: str | None = None
+    model: Label | None = None
     usage: _Usage | None = None
 
 

@@ -8,16 +8,19 @@ takes the raw HTTP response and reads it here, against the few fields it needs (
 from __future__ import annotations
 
 import json
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import httpx2
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, StringConstraints, ValidationError
 
 from engram.adapters.llm.retry import Redactor, validation_summary
 from engram.services.llm_answers import first_bytes
 from engram.services.ports import BadResponseKind, LLMBadResponse
 
 E = TypeVar("E", bound=BaseModel)
+
+Label = Annotated[str, StringConstraints(max_length=200)]
+"""A model name or a stop reason: short in every real answer, and recorded, so bounded."""
 
 _BASE_URL_HINT = "is the base URL that of an API, not of a web page or a login portal?"
 

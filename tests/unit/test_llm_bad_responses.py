@@ -164,6 +164,7 @@ OPENAI_WRONG_SHAPES: dict[str, Any] = {
     "message-missing": {"choices": [{"index": 0, "finish_reason": "stop"}]},
     "not-an-object": [1, 2],
     "a-string": "hello",
+    "model-name-of-10-kb": {**completion(json.dumps(PLAN)), "model": "m" * 10_000},  # it would be recorded
 }
 
 ANTHROPIC_WRONG_SHAPES: dict[str, Any] = {
@@ -173,6 +174,7 @@ ANTHROPIC_WRONG_SHAPES: dict[str, Any] = {
     "content-a-string": message("here you go"),
     "block-without-type": message([{"name": TASK, "input": PLAN}]),
     "not-an-object": [],
+    "stop-reason-of-10-kb": {**message([tool_use(PLAN)]), "stop_reason": "s" * 10_000},
 }
 
 MAKERS = {"openai": openai, "anthropic": anthropic}
@@ -222,6 +224,7 @@ def test_json_of_the_wrong_shape_is_an_llm_bad_response_retried_once(
     assert caught.value.kind == "wrong_shape" and caught.value.status == 200
     assert caught.value.content_type == "application/json"
     assert "JSON of the wrong shape" in str(caught.value)
+    assert len(str(caught.value)) < 1500  # it becomes a recorded reason: bounded whatever the body holds
     assert server.requests == 2 and len(sleeps) == 1  # one retry, though three are allowed
 
 
