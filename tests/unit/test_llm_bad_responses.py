@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from structlog.testing import capture_logs
 
 from engram.adapters.llm import AnthropicLLM, OpenAILLM, build_llm
@@ -34,41 +34,12 @@ from engram.services.ports import (
     LLMMalformedAnswer,
     LLMTransientError,
 )
+from tests.unit.test_llm_adapters import FakeServer, Plan, Sleeps
 
 OPENAI_KEY = "sk-proj-BADRESPONSE-never-print-me-0123456789"
 ANTHROPIC_KEY = "sk-ant-api03-BADRESPONSE-never-print-me-0123456789"
 TASK = "consolidate_cluster"
-
-
-class Plan(BaseModel):
-    groups: list[list[str]]
-    reason: str
-
-
 PLAN = {"groups": [["n1", "n2"]], "reason": "the same trip"}
-
-Reply = httpx2.Response | Callable[[httpx2.Request], httpx2.Response]
-
-
-class Server:
-    """Answers with a script of replies (the last one repeats) and counts the requests."""
-
-    def __init__(self, *replies: Reply) -> None:
-        self.replies = list(replies)
-        self.requests = 0
-
-    def handle(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests += 1
-        reply = self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
-        return reply(request) if callable(reply) else reply
-
-    def client(self) -> httpx2.Client:
-        return httpx2.Client(transport=httpx2.MockTransport(self.handle))
-
-
-class Sleeps(list[float]):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture
@@ -82,7 +53,7 @@ def logs() -> Iterator[list[MutableMapping[str, Any]]]:
         yield captured
 
 
-def openai(server: Server, sleeps: Sleeps, **kwargs: Any) -> OpenAILLM:
+def openai(server: FakeServer, sleeps: Sleeps, **kwargs: Any) -> OpenAILLM:
     kwargs.setdefault("max_retries", 3)
     return OpenAILLM(
         api_key=OPENAI_KEY,
@@ -94,7 +65,7 @@ def openai(server: Server, sleeps: Sleeps, **kwargs: Any) -> OpenAILLM:
     )
 
 
-def anthropic(server: Server, sleeps: Sleeps, **kwargs: Any) -> AnthropicLLM:
+def anthropic(server: FakeServer, sleeps: Sleeps, **kwargs: Any) -> AnthropicLLM:
     kwargs.setdefault("max_retries", 3)
     return AnthropicLLM(
         api_key=ANTHROPIC_KEY, http_client=server.client(), sleep=sleeps, jitter=lambda: 0.0, **kwargs
@@ -190,7 +161,7 @@ def test_a_200_without_an_answer_is_an_llm_bad_response(
 ) -> None:
     make, kind, content_type = NOT_AN_ANSWER[case]
     reply = make()
-    server = Server(reply)
+    server = FakeServer(reply)
 
     with pytest.raises(LLMBadResponse) as caught:
         ask(MAKERS[provider](server, sleeps, max_retries=0))
@@ -216,7 +187,7 @@ def test_json_of_the_wrong_shape_is_an_llm_bad_response_retried_once(
     provider: str, shape: str, sleeps: Sleeps
 ) -> None:
     data = (OPENAI_WRONG_SHAPES if provider == "openai" else ANTHROPIC_WRONG_SHAPES)[shape]
-    server = Server(as_json(data))
+    server = FakeServer(as_json(data))
 
     with pytest.raises(LLMBadResponse) as caught:
         ask(MAKERS[provider](server, sleeps, max_retries=3))
@@ -225,7 +196,7 @@ def test_json_of_the_wrong_shape_is_an_llm_bad_response_retried_once(
     assert caught.value.content_type == "application/json"
     assert "JSON of the wrong shape" in str(caught.value)
     assert len(str(caught.value)) < 1500  # it becomes a recorded reason: bounded whatever the body holds
-    assert server.requests == 2 and len(sleeps) == 1  # one retry, though three are allowed
+    assert len(server.requests) == 2 and len(sleeps) == 1  # one retry, though three are allowed
 
 
 # -- retries --------------------------------------------------------------------------------------
@@ -235,10 +206,10 @@ def test_json_of_the_wrong_shape_is_an_llm_bad_response_retried_once(
 @pytest.mark.parametrize("case", ["html", "not-json", "empty"])
 def test_a_proxy_page_is_retried_like_a_5xx_then_reported(provider: str, case: str, sleeps: Sleeps) -> None:
     make, _, _ = NOT_AN_ANSWER[case]
-    server = Server(make())
+    server = FakeServer(make())
     with pytest.raises(LLMBadResponse):
         ask(MAKERS[provider](server, sleeps, max_retries=2))
-    assert server.requests == 3
+    assert len(server.requests) == 3
     assert sleeps == sorted(sleeps) and sleeps[0] < sleeps[1]
 
 
@@ -251,9 +222,9 @@ def test_a_passing_glitch_recovers(
 ) -> None:
     html = NOT_AN_ANSWER["html"][0]()
     wrong = as_json({"choices": []} if provider == "openai" else message([]))
-    server = Server(html, wrong, good)
+    server = FakeServer(html, wrong, good)
     assert ask(MAKERS[provider](server, sleeps)).reason == PLAN["reason"]
-    assert server.requests == 3
+    assert len(server.requests) == 3
     (line,) = logs
     assert line["outcome"] == "ok" and "wrong shape" in line["recovered_from"]
 
@@ -262,17 +233,17 @@ def test_wrong_shape_twice_is_final_even_after_other_failures(sleeps: Sleeps) ->
     rate_limited = httpx2.Response(
         429, json={"error": {"message": "slow down", "type": "tokens", "code": None}}
     )
-    server = Server(rate_limited, as_json({}), as_json({}))
+    server = FakeServer(rate_limited, as_json({}), as_json({}))
     with pytest.raises(LLMBadResponse, match="wrong shape"):
         ask(openai(server, sleeps, max_retries=5))
-    assert server.requests == 3
+    assert len(server.requests) == 3
 
 
 def test_zero_retries_means_one_attempt_for_a_bad_response_too(sleeps: Sleeps) -> None:
-    server = Server(as_json({}))
+    server = FakeServer(as_json({}))
     with pytest.raises(LLMBadResponse):
         ask(openai(server, sleeps, max_retries=0))
-    assert server.requests == 1 and sleeps == []
+    assert len(server.requests) == 1 and sleeps == []
 
 
 # -- what a bad response keeps of the body ----------------------------------------------------------
@@ -282,7 +253,7 @@ def test_zero_retries_means_one_attempt_for_a_bad_response_too(sleeps: Sleeps) -
 def test_the_first_bytes_are_capped_escaped_and_free_of_keys(provider: str, sleeps: Sleeps) -> None:
     key = OPENAI_KEY if provider == "openai" else ANTHROPIC_KEY
     page = f"<html>\x1b[31mDenied\x00 for Authorization: Bearer {key}\u202e</html>".encode() + b"x" * 100_000
-    server = Server(body(200, page, "text/html"))
+    server = FakeServer(body(200, page, "text/html"))
 
     with pytest.raises(LLMBadResponse) as caught:
         ask(MAKERS[provider](server, sleeps, max_retries=0))
@@ -299,10 +270,10 @@ def test_the_first_bytes_are_capped_escaped_and_free_of_keys(provider: str, slee
 
 def test_an_error_status_with_an_html_body_stays_an_http_error(sleeps: Sleeps) -> None:
     """Classification by status comes first: a 502 page from a proxy is a 5xx, retried and transient."""
-    server = Server(body(502, b"<html>Bad Gateway</html>", "text/html"))
+    server = FakeServer(body(502, b"<html>Bad Gateway</html>", "text/html"))
     with pytest.raises(LLMTransientError, match="HTTP 502 Bad Gateway"):
         ask(openai(server, sleeps, max_retries=1))
-    assert server.requests == 2
+    assert len(server.requests) == 2
 
 
 # -- the answer cap ---------------------------------------------------------------------------------
@@ -310,7 +281,7 @@ def test_an_error_status_with_an_html_body_stays_an_http_error(sleeps: Sleeps) -
 
 def test_an_openai_answer_over_the_cap_is_refused_unparsed(sleeps: Sleeps) -> None:
     huge = json.dumps({"groups": [["n1", "n2"]], "reason": "x" * (4 * 1024 * 1024)})
-    server = Server(as_json(completion(huge)))
+    server = FakeServer(as_json(completion(huge)))
 
     with pytest.raises(LLMAnswerTooLarge) as caught:
         ask(openai(server, sleeps, max_answer_bytes=32 * 1024))
@@ -322,11 +293,11 @@ def test_an_openai_answer_over_the_cap_is_refused_unparsed(sleeps: Sleeps) -> No
     assert exc.raw.endswith(f"…[cut: {utf8_size(huge):,} bytes, cap 32 KiB]")
     assert utf8_size(exc.raw) <= KEPT_OF_A_CUT_ANSWER
     assert "over the cap of 32 KiB" in str(exc)
-    assert server.requests == 1  # the answer is valid JSON of the right shape, yet never used
+    assert len(server.requests) == 1  # the answer is valid JSON of the right shape, yet never used
 
 
 def test_an_anthropic_tool_input_over_the_cap_is_refused_unparsed(sleeps: Sleeps) -> None:
-    server = Server(as_json(message([tool_use({"groups": [["n"] * 100_000], "reason": "many"})])))
+    server = FakeServer(as_json(message([tool_use({"groups": [["n"] * 100_000], "reason": "many"})])))
     with pytest.raises(LLMAnswerTooLarge) as caught:
         ask(anthropic(server, sleeps, max_answer_bytes=8 * 1024))
     assert caught.value.size > 8 * 1024 and "cap 8 KiB]" in caught.value.raw
@@ -340,14 +311,14 @@ def test_an_answer_at_the_cap_is_used(provider: str, sleeps: Sleeps) -> None:
     else:
         raw = json.dumps(PLAN, sort_keys=True, ensure_ascii=False)
         reply = as_json(message([tool_use(PLAN)]))
-    llm = MAKERS[provider](Server(reply), sleeps, max_answer_bytes=utf8_size(raw))
+    llm = MAKERS[provider](FakeServer(reply), sleeps, max_answer_bytes=utf8_size(raw))
     assert ask(llm).reason == PLAN["reason"]
     with pytest.raises(LLMAnswerTooLarge):
-        ask(MAKERS[provider](Server(reply), sleeps, max_answer_bytes=utf8_size(raw) - 1))
+        ask(MAKERS[provider](FakeServer(reply), sleeps, max_answer_bytes=utf8_size(raw) - 1))
 
 
 def test_a_long_refusal_is_kept_capped(sleeps: Sleeps) -> None:
-    server = Server(as_json(completion(None, refusal="no " * 100_000)))
+    server = FakeServer(as_json(completion(None, refusal="no " * 100_000)))
     with pytest.raises(LLMMalformedAnswer, match="refused") as caught:
         ask(openai(server, sleeps, max_answer_bytes=4096))
     assert utf8_size(caught.value.raw) <= 4096 and "…[cut: 300,000 bytes, cap 4 KiB]" in caught.value.raw
@@ -357,7 +328,7 @@ def test_the_cap_comes_from_the_settings(sleeps: Sleeps) -> None:
     settings = Settings(llm="openai", OPENAI_API_KEY=OPENAI_KEY, OPENAI_BASE_URL=None, llm_max_answer_kib=1)
     reply = as_json(completion(json.dumps({**PLAN, "reason": "y" * 2000})))
     with pytest.raises(LLMAnswerTooLarge, match="over the cap of 1 KiB"):
-        ask(build_llm(settings, http_client=Server(reply).client()))
+        ask(build_llm(settings, http_client=FakeServer(reply).client()))
     assert Settings().llm_max_answer_kib == 64
     for wrong in (0, 1025):
         with pytest.raises(ValidationError):
