@@ -109,9 +109,9 @@ def _similarities(
     return pairs
 
 
-def check_split(plan: SplitCluster, members_shown: Iterable[dict[str, Any]]) -> Checked:
-    """`members_shown`: the cluster's active nodes that were shown to the model (id, action, feeling)."""
-    rows = list(members_shown)
+def check_split(plan: SplitCluster, active: Iterable[dict[str, Any]]) -> Checked:
+    """`active`: the cluster's active nodes (id, action, feeling), those shown to the model first."""
+    rows = list(active)
     members = [n["id"] for n in rows]
     known = set(members)
     inputs = Inputs.of(rows)
