@@ -23,6 +23,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.domain.errors import InvalidInput
+from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB
 
 POSTGRES_SCHEMES = ("postgres", "postgresql", "postgresql+psycopg")
 
@@ -71,6 +72,13 @@ class Settings(BaseSettings):
     llm_fast_model: str | None = Field(None, description="Model for classifying notes.")
     llm_timeout_s: float = Field(60.0, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_max_answer_kib: int = Field(
+        DEFAULT_MAX_ANSWER_KIB,
+        ge=1,
+        le=1024,
+        description="The largest LLM answer patrol parses and records; a longer one is a recorded rejection "
+        "that keeps only its first bytes (ADR 0026).",
+    )
 
     qdrant_url: str | None = Field(
         None, description="A Qdrant server; unset = Qdrant Edge embedded under data_dir."

@@ -87,6 +87,35 @@ class LLMMalformedAnswer(LLMError):
         self.raw = raw
 
 
+class LLMAnswerTooLarge(LLMMalformedAnswer):
+    """The answer is longer than the configured cap: never parsed; `raw` holds its first bytes, cut marked."""
+
+    code = "llm_answer_too_large"
+
+    def __init__(self, message: str, raw: str, size: int) -> None:
+        super().__init__(message, raw)
+        self.size = size
+
+
+BadResponseKind = Literal["empty", "not_json", "wrong_shape"]
+
+
+class LLMBadResponse(LLMError):
+    """The server answered, but with no answer in it: an HTML page, an empty or non-JSON body, or JSON
+    of the wrong shape. Raised once the adapter's retries for that kind are spent (ADR 0026)."""
+
+    code = "llm_bad_response"
+
+    def __init__(
+        self, message: str, *, kind: BadResponseKind, status: int, content_type: str, first_bytes: str
+    ) -> None:
+        super().__init__(message)
+        self.kind: BadResponseKind = kind
+        self.status = status
+        self.content_type = content_type
+        self.first_bytes = first_bytes
+
+
 class LLM(Protocol):
     """Structured-output completion. `task` names the schema (e.g. `consolidate_cluster`)."""
 
@@ -110,7 +139,9 @@ class LLM(Protocol):
     ) -> LLMAnswer:
         """Ask for an answer that validates against `schema`.
 
-        Raises `LLMMalformedAnswer` when the answer does not validate,
+        Raises `LLMMalformedAnswer` when the answer does not validate
+        (`LLMAnswerTooLarge` when it is over the adapter's cap, unparsed),
+        `LLMBadResponse` when the server's body holds no answer at all,
         `LLMTransientError` for rate limits, 5xx and timeouts (after the
         adapter's own bounded retries), `LLMUnavailable` without a key.
         """

@@ -78,6 +78,7 @@ def build_llm(
             fast_model=settings.llm_fast_model,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+            max_answer_bytes=settings.llm_max_answer_kib * 1024,
             http_client=http_client,
         )
 
@@ -96,6 +97,7 @@ def build_llm(
         fast_model=settings.llm_fast_model,
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
+        max_answer_bytes=settings.llm_max_answer_kib * 1024,
         http_client=http_client,
     )
 

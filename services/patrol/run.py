@@ -233,6 +233,7 @@ class Patrol:
                     being_id=being.id,
                     run_id=run.id,
                     progress=self._advance,
+                    max_answer_bytes=self.e.settings.llm_max_answer_kib * 1024,
                 )
                 assert fn is not None
                 outcome = fn(ctx)

@@ -71,12 +71,15 @@ def being_root(engram: Any, being_id: UUID, name: str) -> UUID:
 
 # -- ❹ consolidation ------------------------------------------------------------------------------
 
+# The merges these tests script (A absorbs B or C, B absorbs E) are alike enough to pass the hashing
+# embedder's merge floor of 0.25 (ADR 0027; cosines 0.40, 0.28, 0.44), yet no three of the six are
+# mutually similar enough (0.30) to be born into a sub-cluster: all stay in the Private root.
 A, B, C, D, E, F = (
     "Walked the dog along the river",
-    "Painted a watercolor of tulips",
+    "Walked the dog, then painted a watercolor of tulips",
     "Fixed the leaking bathroom faucet",
     "Read a novel about whales",
-    "Swam twelve laps at the pool",
+    "Painted a second watercolor of tulips",
     "Called grandmother on her birthday",
 )
 
