@@ -339,6 +339,21 @@ def build_engram(memory: Any, corpus_: dict[str, Any], patrol_every: int, log: C
             log(f"  {first + len(part):,} scenes noted and patrolled ({time.perf_counter() - started:.0f} s)")
 
 
+def fast_build(memory: Any, corpus_: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Nodes written as the recall benchmark writes them (`recall_bench.build_being`: 4,000 texts
+    embedded once, each node a perturbed copy of one) instead of notes and patrols: 100k nodes in
+    minutes rather than hours of embedding on a small machine."""
+    import numpy as np
+
+    from engram.adapters.bench.recall_bench import build_being, corpus, embed_all
+
+    texts, _ = corpus(4000, 0, 7)
+    vectors = embed_all(memory, [f"{a} {f}" for a, f, _ in texts])
+    started = time.perf_counter()
+    build_being(memory, BEING, len(corpus_["scenes"]), texts, vectors, np.random.default_rng(7))
+    log(f"  {len(corpus_['scenes']):,} nodes written ({time.perf_counter() - started:.0f} s)")
+
+
 def run_reads(memory: Any, queries: list[str]) -> dict[str, float]:
     started = time.perf_counter()
     for q in queries:
@@ -383,7 +398,10 @@ def serve_side(args: argparse.Namespace) -> dict[str, Any]:
     data = Path(args.data)
     log = _logger()
     memory = open_engram(data)
-    build_engram(memory, corpus_, args.patrol_every, log)
+    if args.fast_build:
+        fast_build(memory, corpus_, log)
+    else:
+        build_engram(memory, corpus_, args.patrol_every, log)
     memory.views.ensure()
     token = TokenService(memory).issue(being=BEING, label="memory-bench").token
     memory.close()
@@ -535,15 +553,17 @@ def footprint(args: argparse.Namespace, with_mem0: bool) -> dict[str, Any]:
                 ["--tracemalloc"] if args.tracemalloc else []
             )
             entry: dict[str, Any] = {"size": size}
-            log(f"engram, {size:,} scenes …")
-            entry["engram"] = _side(
-                sys.executable, "engram-side", corpus_file, Path(tmp) / f"engram-{size}", extra
-            )
-            shutil.rmtree(Path(tmp) / f"engram-{size}", ignore_errors=True)
-            if args.serve:
+            if not args.serve_only:
+                log(f"engram, {size:,} scenes …")
+                entry["engram"] = _side(
+                    sys.executable, "engram-side", corpus_file, Path(tmp) / f"engram-{size}", extra
+                )
+                shutil.rmtree(Path(tmp) / f"engram-{size}", ignore_errors=True)
+            if args.serve or args.serve_only:
                 log(f"engram serve, {size:,} scenes …")
+                fast = ["--fast-build"] if args.fast_build else []
                 entry["serve"] = _side(
-                    sys.executable, "serve-side", corpus_file, Path(tmp) / f"serve-{size}", extra
+                    sys.executable, "serve-side", corpus_file, Path(tmp) / f"serve-{size}", extra + fast
                 )
                 shutil.rmtree(Path(tmp) / f"serve-{size}", ignore_errors=True)
             if with_mem0:
@@ -751,6 +771,12 @@ def main() -> None:
         p.add_argument("--reads", type=int, default=200, help="recalls and as many queries after the build")
         p.add_argument("--patrol-every", type=int, default=2000, help="scenes noted between patrols")
         p.add_argument("--serve", action="store_true", help="also measure `engram serve` on the data")
+        p.add_argument(
+            "--fast-build",
+            action="store_true",
+            help="serve: write the nodes directly with perturbed vectors (the recall benchmark's data)",
+        )
+        p.add_argument("--serve-only", action="store_true", help="measure `engram serve` only")
         p.add_argument("--tracemalloc", action="store_true", help="trace the Python heap (slower)")
         p.add_argument("--mem0-python", default=DEFAULT_MEM0_PYTHON)
     s = sub.add_parser("soak")
@@ -767,6 +793,7 @@ def main() -> None:
         p.add_argument("--patrol-every", type=int, default=2000)
         p.add_argument("--tracemalloc", action="store_true")
         p.add_argument("--result", type=Path, required=True, help="where the side writes its JSON")
+        p.add_argument("--fast-build", action="store_true")
     for p in [*sub.choices.values()]:
         p.add_argument("--seed", type=int, default=7)
         p.add_argument("--tmp", type=Path, default=None, help="where the data goes (default: a temp dir)")

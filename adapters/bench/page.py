@@ -446,6 +446,73 @@ def http(r: Result) -> str:
     )
 
 
+def _mib(value: float | None) -> str:
+    return "–" if value is None else f"{value / 1024 / 1024:,.0f}"
+
+
+def memory(results: dict[str, Result]) -> str | None:
+    """`memory.json` (`engram bench memory -- compare`) and `memory-soak.json` (`… -- soak`)."""
+    parts: list[str] = []
+    first: Result | None = None
+    if "memory" in results:
+        r = first = results["memory"]
+        rows, disk_rows = [], []
+        for entry in r["sizes"]:
+            for key in ("engram", "serve", "mem0"):
+                side = entry.get(key)
+                if side is None:
+                    continue
+                m = side["memory"]
+                rows.append(
+                    (
+                        side["system"],
+                        _n(entry["size"]),
+                        _mib(m["rss"]),
+                        _mib(m["hwm"]),
+                        _mib(side["disk"]["total"]),
+                    )
+                )
+            if "ratios" in entry:
+                x = entry["ratios"]
+                rows.append(
+                    ("Engram ÷ mem0", _n(entry["size"]), f"{x['rss']}×", f"{x['hwm']}×", f"{x['disk']}×")
+                )
+            side = entry.get("engram") or entry.get("serve")
+            if side is not None:
+                for name, v in list(side["disk"]["components"].items())[:10]:
+                    disk_rows.append((f"{name} ({_n(entry['size'])})", f"{v['allocated'] / 1024 / 1024:.1f}"))
+        parts += [
+            "A fresh process per system notes the scenes through each one's public API with the same "
+            "MiniLM ONNX embedder (mem0 with `infer=False` on its default local Qdrant), then runs the "
+            "same reads; RSS is read from /proc, disk counts the allocated blocks of every file under "
+            "each system's data dirs. `engram serve` rows measure a server opened on the data after the "
+            "reads over HTTP.",
+            table(["system", "scenes", "RSS MiB", "peak RSS MiB", "disk MiB"], rows),
+            table(["Engram's disk, largest components", "MiB"], disk_rows),
+        ]
+    if "memory-soak" in results:
+        r = results["memory-soak"]
+        first = first or r
+        p, s = r["plateau"], r["setup"]
+        minute = max(1, round(60 / s["interval_s"]))
+        samples = r["samples"][::minute]
+        parts += [
+            f"`engram bench memory -- soak`: `engram serve` under {s['writes_per_s']} notes/s and "
+            f"{s['reads_per_s']} reads/s for {s['minutes']} minutes (its embedded worker patrols), RSS "
+            f"every {s['interval_s']:.0f} s (one sample a minute shown). Plateau: "
+            f"{'**yes**' if p['plateaued'] else '**no**'} — the highest RSS of the last quarter is "
+            f"{p['max_last_quarter_mib']} MiB against {p['max_before_last_quarter_mib']} MiB before it "
+            f"({p['growth_pct']:+.1f} %, threshold {p['threshold_pct']} %).",
+            table(
+                ["minute", "RSS MiB", "anonymous MiB", "notes written", "reads"],
+                [(x["t_s"] // 60, x["rss_mib"], x["anon_mib"], x["notes"], x["reads"]) for x in samples],
+            ),
+        ]
+    if first is None:
+        return None
+    return _section("Memory and disk", "engram bench memory -- compare / soak", first, parts)
+
+
 def locomo(r: Result) -> str:
     ds, cfg, ing = r["dataset"], r["config"], r["ingest"]
     ev = ds["evidence"]
@@ -656,6 +723,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("patrol", patrol),
     ("recall", lambda rs: recall(rs["recall"]) if "recall" in rs else None),
     ("http", lambda rs: http(rs["http"]) if "http" in rs else None),
+    ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
 )
 
