@@ -92,6 +92,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging
+        from engram.adapters.process_memory import limit_malloc_arenas
+
+        limit_malloc_arenas()  # before the request threads allocate (ADR 0025)
 
         overrides: dict[str, Any] = {
             k: v

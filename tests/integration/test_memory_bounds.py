@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -95,3 +98,45 @@ def test_the_setting_reaches_the_process(tmp_path: Path, sqlite_used: Callable[[
         finally:
             conn.close()
     assert limit == 48 * MIB
+
+
+_ARENAS_CHILD = """
+import ctypes, ctypes.util, sys, tempfile, threading
+from engram.adapters.process_memory import limit_malloc_arenas
+if sys.argv[1] == "limit":
+    assert limit_malloc_arenas(2)
+def allocate():
+    for _ in range(50):
+        blocks = [bytearray(500) for _ in range(2000)]
+        del blocks
+threads = [threading.Thread(target=allocate) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    fp = libc.fopen(out.name.encode(), b"w")
+    libc.malloc_info(0, fp)
+    libc.fclose(fp)
+    print(open(out.name).read().count("<heap nr="))
+"""
+
+
+def _arenas_after_eight_threads(mode: str) -> int:
+    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+    done = subprocess.run(
+        [sys.executable, "-c", _ARENAS_CHILD, mode], env=env, capture_output=True, text=True, check=True
+    )
+    return int(done.stdout.strip())
+
+
+def test_a_server_process_keeps_two_malloc_arenas_whatever_its_threads() -> None:
+    """glibc gives each thread that allocates its own arena (up to 8 per core), and each keeps what
+    its threads freed; `engram serve` and `engram worker` cap them at two."""
+    assert _arenas_after_eight_threads("limit") == 2
+    assert _arenas_after_eight_threads("default") > 2
