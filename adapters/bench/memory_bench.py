@@ -567,17 +567,37 @@ def footprint(args: argparse.Namespace, with_mem0: bool) -> dict[str, Any]:
                 )
                 shutil.rmtree(Path(tmp) / f"serve-{size}", ignore_errors=True)
             if with_mem0:
-                log(f"mem0, {size:,} scenes …")
-                entry["mem0"] = _side(
-                    args.mem0_python, "mem0-side", corpus_file, Path(tmp) / f"mem0-{size}", []
-                )
-                entry["ratios"] = {
-                    "rss": round(entry["engram"]["memory"]["rss"] / entry["mem0"]["memory"]["rss"], 2),
-                    "hwm": round(entry["engram"]["memory"]["hwm"] / entry["mem0"]["memory"]["hwm"], 2),
-                    "disk": round(entry["engram"]["disk"]["total"] / entry["mem0"]["disk"]["total"], 2),
-                }
+                if args.mem0_from is not None:  # mem0's side runs no Engram code but the embedder
+                    entry["mem0"] = _earlier_mem0(args.mem0_from, size)
+                else:
+                    log(f"mem0, {size:,} scenes …")
+                    entry["mem0"] = _side(
+                        args.mem0_python, "mem0-side", corpus_file, Path(tmp) / f"mem0-{size}", []
+                    )
+                entry["ratios"] = ratios(entry["engram"], entry["mem0"])
             result["sizes"].append(entry)
     return result
+
+
+def ratios(engram: dict[str, Any], mem0: dict[str, Any]) -> dict[str, float]:
+    """Engram ÷ mem0: RSS after the reads, peak RSS, disk."""
+    return {
+        "rss": round(engram["memory"]["rss"] / mem0["memory"]["rss"], 2),
+        "hwm": round(engram["memory"]["hwm"] / mem0["memory"]["hwm"], 2),
+        "disk": round(engram["disk"]["total"] / mem0["disk"]["total"], 2),
+    }
+
+
+def _earlier_mem0(path: Path, size: int) -> dict[str, Any]:
+    """mem0's side of an earlier `compare` (same scenes: same size and seed), so that a run of
+    Engram's side after a change is compared without measuring mem0 again."""
+    earlier = json.loads(path.read_text(encoding="utf-8"))
+    for entry in earlier["sizes"]:
+        if entry["size"] == size and "mem0" in entry:
+            side: dict[str, Any] = dict(entry["mem0"])
+            side["measured"] = f"{path.name}, {earlier['machine']['date']}"
+            return side
+    raise SystemExit(f"{path} has no mem0 figures for {size} scenes")
 
 
 def render_footprint(result: dict[str, Any]) -> str:
@@ -779,6 +799,12 @@ def main() -> None:
         p.add_argument("--serve-only", action="store_true", help="measure `engram serve` only")
         p.add_argument("--tracemalloc", action="store_true", help="trace the Python heap (slower)")
         p.add_argument("--mem0-python", default=DEFAULT_MEM0_PYTHON)
+        p.add_argument(
+            "--mem0-from",
+            type=Path,
+            default=None,
+            help="compare: take mem0's figures from this earlier compare result (same sizes, seed)",
+        )
     s = sub.add_parser("soak")
     s.add_argument("--minutes", type=float, default=20)
     s.add_argument("--interval", type=float, default=10, help="seconds between RSS samples")
