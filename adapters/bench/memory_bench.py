@@ -24,7 +24,7 @@ allocated blocks (`du`), so preallocated and sparse files count as the disk sees
 `engram bench memory -- soak [--minutes 20]`: `engram serve` as a child process under a steady
 load (`--writes` notes/s, `--reads` recalls+queries/s over HTTP; its embedded worker projects and
 patrols), its RSS sampled every `--interval` s; prints the series and whether it plateaued: the
-highest RSS of the last quarter of the run is within `--plateau-pct` of the highest before it.
+median RSS of the run's last quarter is within `--plateau-pct` of the quarter's before it.
 
     engram bench memory -- footprint|compare|soak [options] [--json] [--json-out FILE]
 """
@@ -743,20 +743,24 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def plateau(samples: list[dict[str, Any]], pct: float) -> dict[str, Any]:
-    """Whether RSS stopped growing: the highest RSS of the last quarter against the highest before it."""
+    """Whether RSS stopped growing: the median RSS of the last quarter of the run against the median
+    of the quarter before it (medians, so that a patrol's passing peak counts as what it is), and
+    the slope of the second half (least squares, MiB per minute)."""
     if len(samples) < 8:
         return {"plateaued": None, "reason": "too few samples"}
-    cut = len(samples) * 3 // 4
-    before = max(s["rss_mib"] for s in samples[:cut])
-    last = max(s["rss_mib"] for s in samples[cut:])
-    growth = (last - before) / before * 100
-    half = len(samples) // 2
+    q = len(samples) // 4
+    third = statistics.median(s["rss_mib"] for s in samples[-2 * q : -q])
+    last = statistics.median(s["rss_mib"] for s in samples[-q:])
+    growth = (last - third) / third * 100
+    half = samples[len(samples) // 2 :]
+    slope = statistics.linear_regression([s["t_s"] / 60 for s in half], [s["rss_mib"] for s in half]).slope
     return {
         "plateaued": growth <= pct,
-        "max_before_last_quarter_mib": before,
-        "max_last_quarter_mib": last,
+        "median_third_quarter_mib": third,
+        "median_last_quarter_mib": last,
         "growth_pct": round(growth, 2),
-        "median_second_half_mib": statistics.median(s["rss_mib"] for s in samples[half:]),
+        "slope_second_half_mib_per_min": round(slope, 2),
+        "max_mib": max(s["rss_mib"] for s in samples),
         "threshold_pct": pct,
     }
 

@@ -500,9 +500,11 @@ def memory(results: dict[str, Result]) -> str | None:
             f"`engram bench memory -- soak`: `engram serve` under {s['writes_per_s']} notes/s and "
             f"{s['reads_per_s']} reads/s for {s['minutes']} minutes (its embedded worker patrols), RSS "
             f"every {s['interval_s']:.0f} s (one sample a minute shown). Plateau: "
-            f"{'**yes**' if p['plateaued'] else '**no**'} — the highest RSS of the last quarter is "
-            f"{p['max_last_quarter_mib']} MiB against {p['max_before_last_quarter_mib']} MiB before it "
-            f"({p['growth_pct']:+.1f} %, threshold {p['threshold_pct']} %).",
+            f"{'**yes**' if p['plateaued'] else '**no**'} — the median RSS of the last quarter is "
+            f"{p['median_last_quarter_mib']} MiB against {p['median_third_quarter_mib']} MiB in the "
+            f"quarter before ({p['growth_pct']:+.1f} %, threshold {p['threshold_pct']} %); over the "
+            f"second half RSS moved {p['slope_second_half_mib_per_min']:+.2f} MiB a minute, while the "
+            f"data grew (highest sample {p['max_mib']} MiB).",
             table(
                 ["minute", "RSS MiB", "anonymous MiB", "notes written", "reads"],
                 [(x["t_s"] // 60, x["rss_mib"], x["anon_mib"], x["notes"], x["reads"]) for x in samples],
