@@ -566,7 +566,9 @@ def footprint(args: argparse.Namespace, with_mem0: bool) -> dict[str, Any]:
                     sys.executable, "serve-side", corpus_file, Path(tmp) / f"serve-{size}", extra + fast
                 )
                 shutil.rmtree(Path(tmp) / f"serve-{size}", ignore_errors=True)
-            if with_mem0:
+            if with_mem0 and args.mem0_from is None and not Path(args.mem0_python).exists():
+                log(f"no mem0 virtualenv at {args.mem0_python}: Engram's side only (see --help)")
+            elif with_mem0:
                 if args.mem0_from is not None:  # mem0's side runs no Engram code but the embedder
                     entry["mem0"] = _earlier_mem0(args.mem0_from, size)
                 else:

@@ -4,7 +4,8 @@ Every figure on the page comes from a result file; the prose around the tables e
 measured and never quotes a number itself, so a new run regenerates the page without stale text.
 The LoCoMo tuning log is history (each row was measured once, on the day of the change) and is
 included verbatim from `docs/bench/locomo-notes.md`; so is the record of earlier runs of the latency
-goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only.
+goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only,
+and the before/after record of the memory bounds (`docs/bench/memory-notes.md`, ADR 0025).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ Result = dict[str, Any]
 BENCH_DOCS = Path(__file__).resolve().parents[2] / "docs" / "bench"
 LOCOMO_NOTES = BENCH_DOCS / "locomo-notes.md"
 EARLIER_RUNS = BENCH_DOCS / "earlier-runs.md"
+MEMORY_NOTES = BENCH_DOCS / "memory-notes.md"
 
 # Goals from the issues; the page says for each whether this run met it.
 REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
@@ -512,6 +514,8 @@ def memory(results: dict[str, Result]) -> str | None:
         ]
     if first is None:
         return None
+    if MEMORY_NOTES.exists():  # measured once, beside the unchanged code: history, not a rerun
+        parts.append(MEMORY_NOTES.read_text(encoding="utf-8").strip())
     return _section("Memory and disk", "engram bench memory -- compare / soak", first, parts)
 
 
