@@ -193,6 +193,8 @@ def _component(rel: Path, system: str) -> str:
             else:
                 what = inner[0]
             return f"edge {kind}: {what}"
+        if parts[0] == "vectors" and len(parts) > 2 and parts[1] in ("optimizing", "retired"):
+            return "edge: copy of a collection during an HNSW build (transient, ADR 0009)"
         return parts[0] if len(parts) > 1 else "other"
     # mem0: its Qdrant path and its history database, all under MEM0_DIR
     if parts[0] == "qdrant":
