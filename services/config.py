@@ -104,6 +104,13 @@ class Settings(BaseSettings):
         description="SQLite: connections per view that keep that cache; requests beyond them read with "
         "SQLite's default 2 MB cache.",
     )
+    sqlite_heap_mib: int = Field(
+        256,
+        ge=1,
+        description="SQLite: the memory of every connection of the process together (page caches "
+        "included); past it, a connection's page cache reuses its oldest pages instead of growing "
+        "(ADR 0028).",
+    )
     aggregate_cache_size: int = Field(
         10_000,
         ge=0,

@@ -156,6 +156,7 @@ class Views:
                     name,
                     cached_connections=settings.view_cached_connections,
                     cache_kib=settings.view_cache_mib * 1024,
+                    heap_kib=settings.sqlite_heap_mib * 1024,
                 )
         for name, projection in self.projections.items():
             engine.initialise(self.dbs[name], projection)

@@ -172,7 +172,10 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def worker(ctx: Any, once: bool, *, as_json: bool) -> None:
         """Run every projection continuously (Ctrl-C stops)."""
+        from engram.adapters.process_memory import limit_malloc_arenas
         from engram.services.worker import Worker, postgres_listener
+
+        limit_malloc_arenas()  # before the projection threads allocate (ADR 0028)
 
         engram = ctx.engram
         views = engram.views

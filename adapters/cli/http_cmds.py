@@ -93,7 +93,10 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         from engram.adapters.cli.admin import log_embedder_mismatch
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging
+        from engram.adapters.process_memory import limit_malloc_arenas
         from engram.services.config import load_model_settings
+
+        limit_malloc_arenas()  # before the request threads allocate (ADR 0028)
 
         overrides: dict[str, Any] = {
             k: v

@@ -27,6 +27,22 @@ CONNECTION_CACHE_KIB = 256 * 1024
 CACHED_CONNECTIONS = 4
 """Connections per view that keep that cache (`ENGRAM_VIEW_CACHED_CONNECTIONS`)."""
 
+HEAP_BUDGET_KIB = 256 * 1024
+"""SQLite's heap over every connection of the process (`ENGRAM_SQLITE_HEAP_MIB`, ADR 0028). Past it, a
+connection's page cache that needs one more page reuses its least recently used one instead of
+growing: the caches of ADR 0023 share one budget, however many connections the requests open."""
+
+
+def limit_sqlite_heap(kib: int) -> None:
+    """Set the process's SQLite heap budget (`PRAGMA soft_heap_limit` is one value per process: the
+    last call wins)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"PRAGMA soft_heap_limit = {int(kib) * 1024}")
+    finally:
+        conn.close()
+
+
 STATEMENT_CACHE = 1024
 """Prepared statements a connection keeps. Preparing costs more than running most reads (a query's
 neighbour statement: ~3.4 ms to prepare, ~1.1 ms to run), and one query uses a dozen texts."""
@@ -148,10 +164,12 @@ class SQLiteViewDatabase:
         *,
         cached_connections: int = CACHED_CONNECTIONS,
         cache_kib: int = CONNECTION_CACHE_KIB,
+        heap_kib: int = HEAP_BUDGET_KIB,
     ) -> None:
         self.path = path
         self.name = name
         path.parent.mkdir(parents=True, exist_ok=True)
+        limit_sqlite_heap(heap_kib)
         self._pool = _Pool(self._open, cached_connections, cache_kib)
         self._local = threading.local()  # a connection pinned to a thread by `bulk`
         self._checkpointer = Checkpointer(path)
