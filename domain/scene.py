@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from engram.domain.errors import InvalidScene
+from engram.domain.text import storable, text_problems
 
 MAX_SCENE_TEXT_BYTES = 64 * 1024
 """A scene note's raw text, UTF-8 encoded. Larger texts are refused before parsing."""
@@ -164,14 +165,26 @@ def _error_list(exc: ValidationError) -> list[dict[str, Any]]:
     return out
 
 
+def _field(path: str) -> str:
+    return path.removeprefix("scene.") if path != "scene" else path
+
+
 def validate_scene_object(obj: dict[str, Any]) -> SceneInput:
-    """Validate a JSON object as a scene; raise `InvalidScene` listing every problem."""
+    """Validate a JSON object as a scene; raise `InvalidScene` listing every problem.
+
+    Text that no store could keep (NUL, a lone surrogate: domain/text.py), anywhere in the object, is
+    one of the problems, named by its path (`actors.1`); the rest of the object is still checked.
+    """
+    nested = _nest(obj)
+    errors = [{"field": _field(path), "message": problem} for path, problem in text_problems(nested)]
     try:
-        return SceneInput.model_validate(_nest(obj))
+        scene = SceneInput.model_validate(storable(nested) if errors else nested)
     except ValidationError as exc:
-        errors = _error_list(exc)
+        errors += _error_list(exc)
+    if errors:
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise InvalidScene(f"invalid scene: {summary}", errors) from None
+    return scene
 
 
 def parse_scene_text(text: str) -> SceneInput | ParseFailure:

@@ -14,6 +14,7 @@ from uuid import UUID
 
 import click
 import structlog
+from pydantic import ValidationError
 
 from engram.adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
@@ -21,7 +22,7 @@ from engram.domain.errors import DomainError, InvalidInput, InvalidScene
 from engram.domain.scene import parse_scene_text
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.commands import MAX_BATCH_NOTES, NoteInput, invalid_input_of
 from engram.services.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -56,6 +57,8 @@ def command(fn: F) -> F:
             return fn(ctx, *args, as_json=as_json, **kwargs)
         except DomainError as exc:
             fail(exc, as_json=as_json)
+        except ValidationError as exc:
+            fail(invalid_input_of(exc), as_json=as_json)
         except (click.ClickException, click.exceptions.Exit, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # `engram log | head`: the reader left, nothing to report

@@ -12,10 +12,15 @@ from uuid import UUID
 
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
-from eventsourcing.persistence import JSONTranscoder, Recording
+from eventsourcing.persistence import JSONTranscoder, Recording, Transcoder
 
 from engram.adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
-from engram.adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
+from engram.adapters.eventstore.transcodings import (
+    DateAsISO,
+    EmbeddingAsFloat32,
+    StorableTextTranscoder,
+    UUIDAsHex,
+)
 from engram.domain.being import Being
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
@@ -151,6 +156,11 @@ class EventLog(Application[UUID]):
                 self.take_snapshot(event.originator_id, version=event.originator_version)
         if taken:
             self.snapshots.put(taken)
+
+    def construct_transcoder(self) -> Transcoder:
+        transcoder = StorableTextTranscoder()
+        self.register_transcodings(transcoder)
+        return transcoder
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

@@ -145,6 +145,8 @@ def install(app: FastAPI) -> None:
             errors = [
                 {"field": str(e.get("field", "")), "message": str(e.get("message", ""))} for e in exc.errors
             ]
+        elif isinstance(exc, InvalidInput) and "field" in exc.details:
+            errors = [{"field": str(exc.details["field"]), "message": exc.message}]
         headers = {"Retry-After": "1"} if status == 503 else None
         return problem_response(
             status,
@@ -208,7 +210,14 @@ def install(app: FastAPI) -> None:
                     allowed |= set(getattr(route, "methods", None) or ())
             if allowed:
                 headers["Allow"] = ", ".join(sorted(allowed))
-        return problem_response(exc.status_code, code, detail, correlation_id=_cid(request), headers=headers)
+        return problem_response(
+            exc.status_code,
+            code,
+            detail,
+            correlation_id=_cid(request),
+            headers=headers,
+            errors=getattr(exc, "errors", None),  # the body guard's (middleware.py `NotText`)
+        )
 
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(ApiError, api_error)
