@@ -9,11 +9,12 @@ from typing import Any, NoReturn
 import click
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene
-from engram.services.errors import Conflict, NotFound
+from engram.services.errors import Conflict, NotFound, StorageFull
 
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
+EXIT_STORAGE_FULL = 5
 EXIT_UNEXPECTED = 1
 
 
@@ -22,6 +23,8 @@ def emit_json(data: Any) -> None:
 
 
 def exit_code_for(exc: DomainError) -> int:
+    if isinstance(exc, StorageFull):  # not the command's fault: the same command works once space is freed
+        return EXIT_STORAGE_FULL
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, Conflict):

@@ -5,11 +5,13 @@ It is only the log and its repository: command handlers live in `services/`.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 from uuid import UUID
 
+import structlog
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import JSONTranscoder, Recording, Transcoder
@@ -21,9 +23,12 @@ from engram.adapters.eventstore.transcodings import (
     StorableTextTranscoder,
     UUIDAsHex,
 )
+from engram.adapters.storage_full import is_storage_full, postgres_storage, reported_as_storage_full
 from engram.domain.being import Being
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
+
+log = structlog.get_logger(__name__)
 
 APPLICATION_NAME = "engram"
 """Table names on PostgreSQL derive from it: changing it orphans a deployment's log."""
@@ -120,12 +125,32 @@ class EventLog(Application[UUID]):
     # events after the snapshot (~8 µs each to decode), where 50 let it replay up to 49 (ADR 0015).
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200, MemoryNode: 10}
 
+    @cached_property
+    def storage(self) -> str:
+        """What holds the log, as `StorageFull` names it: the SQLite file, or the database (no password)."""
+        if "SQLITE_DBNAME" in self.env:
+            return str(self.env["SQLITE_DBNAME"])
+        return postgres_storage(
+            self.env["POSTGRES_DBNAME"], self.env["POSTGRES_HOST"], self.env["POSTGRES_PORT"]
+        )
+
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
-        """`Application.save` (eventsourcing 9.5), collecting through `_ProcessingEvent`."""
+        """`Application.save` (eventsourcing 9.5), collecting through `_ProcessingEvent`.
+
+        A full disk or database refuses the save as `StorageFull`, its transaction rolled back. The
+        snapshots are taken after the events committed: they are a cache, and a full disk then only
+        skips them (a later save takes them), so the command that wrote the events succeeds.
+        """
         processing_event = _ProcessingEvent()
         processing_event.collect_events(*objs, **kwargs)
-        recordings = self._record(processing_event)
-        self._take_snapshots(processing_event)
+        with reported_as_storage_full(self.storage):
+            recordings = self._record(processing_event)
+        try:
+            self._take_snapshots(processing_event)
+        except Exception as exc:
+            if not is_storage_full(exc):
+                raise
+            log.warning("snapshots skipped: no space left", path=self.storage)
         self._notify(recordings)
         self.notify(processing_event.events)  # the library's deprecated hook, kept as it calls it
         return recordings

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Match
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene, InvariantViolation, PayloadTooLarge
-from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError
+from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError, StorageFull
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:engram:problem:"
@@ -117,6 +117,8 @@ def status_for(exc: DomainError) -> int:
         return 422
     if isinstance(exc, ConsistencyTimeout):
         return 503
+    if isinstance(exc, StorageFull):
+        return 507
     if isinstance(exc, InvariantViolation):
         return 409
     if isinstance(exc, ServiceError) and type(exc) is ServiceError:
@@ -250,6 +252,7 @@ COMMON: Responses = {
     422: _doc("Invalid input; `errors` lists every invalid field."),
     429: _doc("Rate limit of this token exceeded; see Retry-After."),
     503: _doc("The read models did not catch up in time; retry."),
+    507: _doc("No space left on the server's storage (`storage_full`): nothing was written; retry later."),
     "default": _doc("Any other error, as problem details."),
 }
 BAD_JSON: Responses = {400: _doc("The body is not JSON.")}

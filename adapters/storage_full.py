@@ -1,0 +1,98 @@
+"""A full disk or database, recognised in the storage libraries' errors and reported as `StorageFull`
+(ADR 0026), and the free space a writer that cannot fail cleanly keeps in reserve.
+
+SQLite says `SQLITE_FULL` ("database or disk is full"), PostgreSQL `53100 disk_full`, a plain file
+write `ENOSPC` (or `EDQUOT` past a quota), Qdrant Edge's engine "No space left on device" where it
+reports the error at all. Where it does not (a write into one of its memory-mapped files), the
+kernel kills the process with SIGBUS: `DiskReserve` refuses such a write beforehand instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg.errors
+
+from engram.services.errors import StorageFull
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_ENGINE_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
+
+
+def _says_full(exc: BaseException) -> bool:
+    if isinstance(exc, StorageFull | psycopg.errors.DiskFull):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        return getattr(
+            exc, "sqlite_errorcode", None
+        ) == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc)
+    if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
+        return True
+    return type(exc) is Exception and any(m in str(exc) for m in _ENGINE_MESSAGES)  # Qdrant Edge's
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """Whether `exc`, or an error it was raised from (libraries wrap the driver's), says full."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if _says_full(current):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def postgres_storage(dbname: str, host: str, port: str | int) -> str:
+    """How `StorageFull` names a PostgreSQL database: never with its password."""
+    return f"PostgreSQL database {dbname} on {host}:{port}"
+
+
+@contextmanager
+def reported_as_storage_full(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Errors of the block that say the storage is full leave it as `StorageFull(path)`."""
+    try:
+        yield
+    except StorageFull:
+        raise
+    except Exception as exc:
+        if is_storage_full(exc):
+            raise StorageFull(str(path)) from exc
+        raise
+
+
+MIB = 1024 * 1024
+SAFETY_FACTOR = 4
+"""A write's estimated size is multiplied by this: Qdrant Edge writes a point to its write-ahead log,
+its vector and payload storage and its payload indexes."""
+
+
+class DiskReserve:
+    """Refuses a write unless, after it, the directory's file system keeps `reserve_bytes` free.
+
+    A write's size is an estimate: `require(size)` asks for `reserve_bytes + size * factor` free.
+    One `statvfs` a check (~10 µs here) and no cache of it, since another writer of the same disk (a
+    view's SQLite file in a rebuild) can take tens of megabytes a second (ADR 0026).
+    """
+
+    def __init__(self, path: Path, reserve_bytes: int) -> None:
+        self.path = path
+        self.reserve_bytes = reserve_bytes
+
+    def free_bytes(self) -> int:
+        stat = os.statvfs(self.path)
+        return stat.f_bavail * stat.f_frsize
+
+    def require(self, size: int = 0, factor: int = SAFETY_FACTOR) -> None:
+        needed = self.reserve_bytes + size * factor
+        free = self.free_bytes()
+        if free < needed:
+            raise StorageFull(
+                str(self.path),
+                f"{free // MIB} MiB free; a write here must leave {-(-self.reserve_bytes // MIB)} MiB",
+            )
