@@ -1,7 +1,8 @@
 """A full disk or database, recognised in the storage libraries' errors and reported as `StorageFull`
 (ADR 0026), and the free space a writer that cannot fail cleanly keeps in reserve.
 
-SQLite says `SQLITE_FULL` ("database or disk is full"), PostgreSQL `53100 disk_full`, a plain file
+SQLite says `SQLITE_FULL` ("database or disk is full", or "disk I/O error" when a process opening a
+database cannot create its shared-memory file), PostgreSQL `53100 disk_full`, a plain file
 write `ENOSPC` (or `EDQUOT` past a quota), Qdrant Edge's engine "No space left on device" where it
 reports the error at all. Where it does not (a write into one of its memory-mapped files), the
 kernel kills the process with SIGBUS: `DiskReserve` refuses such a write beforehand instead.
@@ -15,6 +16,8 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
 
 import psycopg.errors
 
@@ -24,13 +27,18 @@ _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 _ENGINE_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
 
 
+_SQLITE_FULL = frozenset({sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR_SHMSIZE})
+"""SQLITE_FULL, and the "disk I/O error" of a process that opens a database in WAL mode on a full disk:
+the shared-memory file it must create and extend first cannot grow (SQLITE_IOERR_SHMSIZE)."""
+
+
 def _says_full(exc: BaseException) -> bool:
     if isinstance(exc, StorageFull | psycopg.errors.DiskFull):
         return True
     if isinstance(exc, sqlite3.Error):
-        return getattr(
-            exc, "sqlite_errorcode", None
-        ) == sqlite3.SQLITE_FULL or "database or disk is full" in str(exc)
+        return getattr(exc, "sqlite_errorcode", None) in _SQLITE_FULL or "database or disk is full" in str(
+            exc
+        )
     if isinstance(exc, OSError) and exc.errno in _FULL_ERRNOS:
         return True
     return type(exc) is Exception and any(m in str(exc) for m in _ENGINE_MESSAGES)  # Qdrant Edge's
@@ -51,6 +59,19 @@ def is_storage_full(exc: BaseException) -> bool:
 def postgres_storage(dbname: str, host: str, port: str | int) -> str:
     """How `StorageFull` names a PostgreSQL database: never with its password."""
     return f"PostgreSQL database {dbname} on {host}:{port}"
+
+
+def deployment_storage(settings: Any) -> str:
+    """What a deployment writes to (its PostgreSQL database, or its data directory), for a full disk
+    found where the file is not known: a read, by a process that opens a SQLite database in WAL mode,
+    needs space too (see `_SQLITE_FULL`)."""
+    url = settings.database_url.get_secret_value() if settings.database_url is not None else None
+    if url is None:
+        return str(settings.data_dir)
+    parsed = urlparse(url)
+    return postgres_storage(
+        parsed.path.lstrip("/") or "engram", parsed.hostname or "localhost", parsed.port or 5432
+    )
 
 
 @contextmanager

@@ -3,13 +3,35 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
 import click
+import structlog
 
 from engram.adapters.cli.output import emit_json
 from engram.domain.errors import InvalidInput
+
+log = structlog.get_logger("engram.cli")
+
+
+def _opened_when_there_is_space(ctx: Any) -> Any:
+    """The worker's Engram, its views open. On a full disk a process cannot even open its SQLite files
+    (ADR 0026): the worker waits for space, as it does once running, instead of exiting."""
+    from engram.services.errors import StorageFull
+    from engram.services.worker import MAX_BACKOFF_S
+
+    backoff = 0.5
+    while True:
+        try:
+            engram = ctx.engram
+            _ = engram.views
+            return engram
+        except StorageFull as exc:
+            log.warning("no space left; the worker waits to start", path=exc.path, backoff_s=backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -129,7 +151,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """Run every projection continuously (Ctrl-C stops)."""
         from engram.services.worker import Worker, postgres_listener
 
-        engram = ctx.engram
+        engram = ctx.engram if once else _opened_when_there_is_space(ctx)
         views = engram.views
         if once:
             views.ensure()

@@ -18,12 +18,14 @@ from pydantic import ValidationError
 
 from engram.adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
+from engram.adapters.storage_full import deployment_storage, is_storage_full
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene
 from engram.domain.scene import parse_scene_text
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import MAX_BATCH_NOTES, NoteInput, invalid_input_of
 from engram.services.config import Settings
+from engram.services.errors import StorageFull
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("engram.cli")
@@ -66,6 +68,8 @@ def command(fn: F) -> F:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:  # the user gets one line; ENGRAM_LOG_LEVEL=debug shows the traceback
+            if is_storage_full(exc):  # found by a read, where the file is not known
+                fail(StorageFull(deployment_storage(ctx.settings)), as_json=as_json)
             log.debug("unexpected error", exc_info=True)
             fail_text(f"unexpected {type(exc).__name__}: {exc}", EXIT_UNEXPECTED)
         finally:

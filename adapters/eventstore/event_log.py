@@ -5,6 +5,7 @@ It is only the log and its repository: command handlers live in `services/`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
@@ -81,6 +82,12 @@ def _conninfo(env: dict[str, str]) -> str:
     return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
 
 
+def _storage(env: Mapping[str, str]) -> str:
+    if "SQLITE_DBNAME" in env:
+        return env["SQLITE_DBNAME"]
+    return postgres_storage(env["POSTGRES_DBNAME"], env["POSTGRES_HOST"], env["POSTGRES_PORT"])
+
+
 def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     """Open (and on first use create) the log.
 
@@ -90,7 +97,10 @@ def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     """
     env = event_log_env(data_dir, database_url)
     if env["PERSISTENCE_MODULE"] != POSTGRES_FACTORY:
-        return EventLog(env=env)
+        # A process opening a SQLite database in WAL mode creates its shared-memory file: on a full disk,
+        # even one that only reads fails here.
+        with reported_as_storage_full(_storage(env)):
+            return EventLog(env=env)
     import psycopg
 
     with psycopg.connect(_conninfo(env), autocommit=True) as conn:

@@ -30,8 +30,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.adapters.http.problems import problem_response, status_for
+from engram.adapters.storage_full import deployment_storage, is_storage_full
 from engram.domain.errors import DomainError
 from engram.domain.text import text_problems
+from engram.services.errors import StorageFull
 from engram.services.runner import correlation
 from engram.services.tokens import Principal
 
@@ -77,6 +79,13 @@ class RequestLog:
             try:
                 await self.app(scope, receive, send_with_id)
             except Exception as exc:
+                if is_storage_full(exc) and not response_started:  # found by a read: no file named
+                    full = StorageFull(deployment_storage(scope["app"].state.engram.settings))
+                    log.warning("request refused: no space left", path=full.path)
+                    await problem_response(
+                        status_for(full), full.code, full.message, correlation_id=cid, details=full.details
+                    )(scope, receive, send_with_id)
+                    return
                 # A plain traceback, never one with local variables: those hold the request's headers.
                 log.error(
                     "request failed",

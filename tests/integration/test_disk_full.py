@@ -11,6 +11,7 @@ psycopg's `DiskFull` (and for real from a PostgreSQL tablespace on a small tmpfs
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -315,6 +316,48 @@ def test_the_worker_waits_for_space_and_resumes() -> None:
         assert any(r["event"] == "projection recovered" for r in logs)
         [being] = engram.views.read.beings()
         assert len(engram.views.read.notes(UUID(being["id"]), limit=1000)) == 400
+
+
+def test_a_worker_started_on_a_full_disk_waits_to_start() -> None:
+    """A process cannot even open SQLite's files on a full disk (their shared-memory file must grow):
+    `engram worker` waits for space instead of exiting, then runs."""
+    with small_filesystem(48) as root:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
+        env.update(
+            ENGRAM_DATA_DIR=str(root / "data"),
+            ENGRAM_EMBEDDER="hashing",
+            ENGRAM_LLM="none",
+            ENGRAM_LOG_FORMAT="json",
+            ENGRAM_LOG_LEVEL="info",
+            PYTHONPATH=str(Path(__file__).resolve().parents[2]),
+        )
+        with _engram_on(root) as engram:
+            engram.beings.register("Aria")
+            engram.notes.take_many("Aria", [NoteInput(kind="todo", text=f"todo {i}") for i in range(50)])
+            head = engram.store.head()
+        fill(root)
+        worker = subprocess.Popen(
+            [sys.executable, "-c", "from engram.adapters.cli.main import main; main()", "worker"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert worker.stderr is not None
+            first = json.loads(worker.stderr.readline())
+            assert first["event"] == "no space left; the worker waits to start"
+            assert first["path"] == str(root / "data" / "events.sqlite3")
+            release(root)
+            deadline = time.monotonic() + 60
+            with _engram_on(root) as engram:
+                while time.monotonic() < deadline and engram.views.positions(["notes"])["notes"] < head:
+                    time.sleep(0.2)
+                assert engram.views.positions(["notes"])["notes"] == head
+        finally:
+            worker.send_signal(signal.SIGINT)
+            _, rest = worker.communicate(timeout=60)
+        assert worker.returncode == 0 and "Traceback" not in rest
 
 
 # -- a full PostgreSQL database --------------------------------------------------------------------------
