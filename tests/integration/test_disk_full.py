@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import sqlite3
 import subprocess
@@ -39,6 +40,11 @@ from engram.adapters.http import HttpSettings, create_app
 from engram.adapters.http.problems import status_for
 from engram.adapters.storage_full import is_storage_full, reported_as_storage_full
 from engram.adapters.views.sqlite_db import SQLiteViewDatabase
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
 from engram.projections.vectors import nodes_alias
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
@@ -50,6 +56,7 @@ from tests.small_disk import fill, release, small_filesystem
 from tests.support import SeededIds, SteppingClock, require_postgres
 
 SCENE = json.dumps({"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]})
+NODE_SCENE = validate_scene_object(json.loads(SCENE))
 
 
 # -- the libraries' own errors, without a mount -----------------------------------------------------
@@ -423,3 +430,41 @@ def test_a_full_postgresql_database_is_storage_full_and_recovers(tmp_path: Path)
             [being] = engram.views.read.beings()
             notes = engram.views.read.notes(UUID(being["id"]))
             assert len(notes) == len({n["text"] for n in notes}) == 201
+
+
+def test_vector_points_written_before_a_refused_commit_are_written_again_once(tmp_path: Path) -> None:
+    """The vector view writes the index before its batch's SQL (ADR 0010). With the views' database
+    full and the index on another disk, the index takes points of a batch whose commit then fails:
+    the batch applied again later rewrites the same points, and the index ends as a rebuild's."""
+    with small_filesystem(40) as root, _database_on(root) as url:
+        settings = Settings(data_dir=tmp_path / "data", database_url=url, embedder="hashing", llm="none")
+        with bootstrap(settings, clock=SteppingClock(), ids=SeededIds()) as engram:
+            being = engram.store.get(Being, UUID(engram.beings.register("Aria").being_id))
+            engram.views.ensure()
+            root_cluster = engram.store.get(Cluster, being.business_root_id)
+            rng = random.Random(3)
+            nodes = []
+            for _ in range(300):
+                node = MemoryNode.create(uuid.uuid4(), NODE_SCENE, root_cluster, 0, engram.clock.now())
+                vector = [rng.uniform(-1, 1) for _ in range(16)]
+                node.embed(Embedding.from_floats("m", vector), engram.clock.now())
+                nodes.append(node)
+            engram.store.save(*nodes)  # the log only: the views have not seen them
+            _fill_database(url)
+            position = engram.views.positions(["vectors"])["vectors"]
+            with pytest.raises(StorageFull):
+                engram.views.ensure(names=["vectors"])
+            index, alias = engram.views.vector_index, nodes_alias("m")
+            assert engram.views.positions(["vectors"])["vectors"] == position
+            assert index.count(alias, being.id) > 0  # the index took the refused batch's points
+            _empty_database(url)
+            engram.views.ensure(names=["vectors"])
+            ids = [n.id for n in nodes]
+            live = {p.id: dict(p.payload) for p in index.retrieve(alias, being.id, ids)}
+            assert index.count(alias, being.id) == len(live) == 300
+            engram.views.rebuild("vectors")
+            rebuilt = {p.id: dict(p.payload) for p in index.retrieve(nodes_alias("m"), being.id, ids)}
+            fields = ("status", "cluster_id", "fresh", "pinned", "being_id")
+            assert {i: {k: p[k] for k in fields} for i, p in live.items()} == {
+                i: {k: p[k] for k in fields} for i, p in rebuilt.items()
+            }
