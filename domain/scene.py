@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -175,8 +176,16 @@ def validate_scene_object(obj: dict[str, Any]) -> SceneInput:
     Text that no store could keep (NUL, a lone surrogate: domain/text.py), anywhere in the object, is
     one of the problems, named by its path (`actors.1`); the rest of the object is still checked.
     """
+    return _validated(obj, may_hold_unstorable=True)
+
+
+def _validated(obj: dict[str, Any], *, may_hold_unstorable: bool) -> SceneInput:
     nested = _nest(obj)
-    errors = [{"field": _field(path), "message": problem} for path, problem in text_problems(nested)]
+    errors = (
+        [{"field": _field(path), "message": problem} for path, problem in text_problems(nested)]
+        if may_hold_unstorable
+        else []
+    )
     try:
         scene = SceneInput.model_validate(storable(nested) if errors else nested)
     except ValidationError as exc:
@@ -185,6 +194,11 @@ def validate_scene_object(obj: dict[str, Any]) -> SceneInput:
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise InvalidScene(f"invalid scene: {summary}", errors) from None
     return scene
+
+
+_MAY_DECODE_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]|\\u(?:[dD][89a-fA-F]|0000)")
+"""JSON text whose strings may hold NUL or a lone surrogate: the characters themselves, or an escape
+that may decode to one. Text without any (nearly all) needs no walk through the parsed object."""
 
 
 def parse_scene_text(text: str) -> SceneInput | ParseFailure:
@@ -199,4 +213,4 @@ def parse_scene_text(text: str) -> SceneInput | ParseFailure:
         return ParseFailure(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     if not isinstance(obj, dict):
         return ParseFailure(f"not a JSON object but a JSON {type(obj).__name__}")
-    return validate_scene_object(obj)
+    return _validated(obj, may_hold_unstorable=_MAY_DECODE_UNSTORABLE.search(text) is not None)

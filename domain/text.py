@@ -13,8 +13,8 @@ noncharacters such as U+FFFF, astral-plane characters (tests/integration/test_un
 checks this on both backends).
 
 `text_problem` is the rule; `check_text` raises `InvalidInput` naming the field; `text_problems` finds
-every offending string (and mapping key) inside a nested JSON value, with its path; `StorableText` is
-the rule as a pydantic type, for request models.
+every offending string (and mapping key) inside a nested JSON value, with its path; `STORABLE` and
+`StorableText` are the rule for pydantic request models.
 """
 
 from __future__ import annotations
@@ -52,10 +52,6 @@ def check_text(field: str, text: str) -> str:
     if problem is not None:
         raise InvalidInput(f"{field} {problem}", field=field)
     return text
-
-
-def check_optional_text(field: str, text: str | None) -> str | None:
-    return None if text is None else check_text(field, text)
 
 
 def text_problems(value: Any, path: str = "") -> Iterator[tuple[str, str]]:

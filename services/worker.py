@@ -285,7 +285,8 @@ class Worker:
                     try:
                         engine.record_error(db, projection, reason)
                     except Exception:  # the view database itself may be what failed
-                        log.warning("could not record the error in the view", projection=name)
+                        if not isinstance(exc, StorageFull):  # said already: its disk is full
+                            log.warning("could not record the error in the view", projection=name)
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
                     self.stats[name]["restarts"] += 1

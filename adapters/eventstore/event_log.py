@@ -138,11 +138,7 @@ class EventLog(Application[UUID]):
     @cached_property
     def storage(self) -> str:
         """What holds the log, as `StorageFull` names it: the SQLite file, or the database (no password)."""
-        if "SQLITE_DBNAME" in self.env:
-            return str(self.env["SQLITE_DBNAME"])
-        return postgres_storage(
-            self.env["POSTGRES_DBNAME"], self.env["POSTGRES_HOST"], self.env["POSTGRES_PORT"]
-        )
+        return _storage(self.env)
 
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
         """`Application.save` (eventsourcing 9.5), collecting through `_ProcessingEvent`.
