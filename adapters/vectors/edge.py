@@ -329,6 +329,7 @@ class EdgeVectorIndex:
         if not latest:
             return
         edge_points = [Point(p.id, vector_list(p.vector), dict(p.payload)) for p in latest]
+        self._disk.require(sum(len(p.vector) * 4 + PAYLOAD_BYTES for p in latest))
         self._apply(
             collection,
             [
@@ -336,7 +337,6 @@ class EdgeVectorIndex:
                     edge_points, condition=_not_newer_than(group_by_position(latest))
                 )
             ],
-            size=sum(len(p.vector) * 4 + PAYLOAD_BYTES for p in latest),
         )
 
     def set_payloads(self, collection: str, updates: Sequence[PayloadUpdate]) -> None:
@@ -346,6 +346,7 @@ class EdgeVectorIndex:
         # One operation per distinct payload: its filter both selects the points and carries the
         # monotonic condition, so the check and the write are one engine operation; a missing point
         # matches nothing.
+        self._disk.require(len(latest) * PAYLOAD_BYTES)
         self._apply(
             collection,
             [
@@ -354,7 +355,6 @@ class EdgeVectorIndex:
                 )
                 for payload, ids in group_by_payload(latest)
             ],
-            size=len(latest) * PAYLOAD_BYTES,
         )
 
     def patch_payloads(self, collection: str, patches: Sequence[PayloadPatch]) -> None:
@@ -366,17 +366,18 @@ class EdgeVectorIndex:
             if patch.ids
         ]
         if operations:
-            self._apply(collection, operations, size=sum(len(p.ids) for p in patches) * PAYLOAD_BYTES)
+            self._disk.require(sum(len(p.ids) for p in patches) * PAYLOAD_BYTES)
+            self._apply(collection, operations)
 
     def delete(self, collection: str, ids: Sequence[UUID]) -> None:
         if not ids:
             return
-        self._apply(collection, [UpdateOperation.delete_points(list(ids))], size=len(ids) * PAYLOAD_BYTES)
+        self._disk.require(len(ids) * PAYLOAD_BYTES)
+        self._apply(collection, [UpdateOperation.delete_points(list(ids))])
 
-    def _apply(self, collection: str, operations: Sequence[UpdateOperation], *, size: int) -> None:
-        """Apply `operations` (about `size` bytes of points and payloads), if the disk has room."""
+    def _apply(self, collection: str, operations: Sequence[UpdateOperation]) -> None:
+        """Apply `operations`; every caller first checks the disk has room for them (`_disk`)."""
         with self._write_lock, self._using(collection, write=True) as (name, shard):
-            self._disk.require(size)
             for operation in operations:
                 shard.update(operation)
             journal = self._journals.get(name)
