@@ -129,6 +129,13 @@ class Settings(BaseSettings):
         "fastest where requests already run side by side; more helps a shard of many large segments on "
         "an idle machine.",
     )
+    vector_disk_reserve_mib: int = Field(
+        64,
+        ge=0,
+        description="Qdrant Edge: the free disk space every write to the embedded vector index must leave, "
+        "else it is refused as storage_full; a write into its memory-mapped files on a full disk would "
+        "kill the process (ADR 0030).",
+    )
     vector_optimize_min_points: int = Field(
         10_000,
         ge=1,

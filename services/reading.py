@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
 from engram.domain.scene import Scene
+from engram.domain.text import check_text
 from engram.projections.queries import ReadModels
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.beings import resolve_being_id
@@ -153,8 +154,7 @@ class Reading:
         text = text.strip()
         if not text:
             raise InvalidInput("the query text must not be empty")
-        if "\x00" in text:
-            raise InvalidInput("the query text must not contain NUL characters")
+        check_text("query", text)
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
         return text
@@ -206,6 +206,8 @@ class Reading:
             raise InvalidInput("give at least one search term")
         if len(words) > MAX_SEARCH_TERMS:
             raise InvalidInput(f"at most {MAX_SEARCH_TERMS} search terms")
+        for word in words:
+            check_text("a search term", word)
         if not 1 <= limit <= MAX_QUERY_K:
             raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
         being_id = self._being(being_ref)

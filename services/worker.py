@@ -23,8 +23,10 @@ from typing import Any
 
 import structlog
 
+from engram.domain.errors import DomainError
 from engram.projections import engine
 from engram.projections.vectors import nodes_alias
+from engram.services.errors import StorageFull
 from engram.services.fulltext_maintenance import FullTextMaintenance
 from engram.services.views import Views
 
@@ -202,6 +204,8 @@ class Worker:
                 continue
             try:
                 run()
+            except StorageFull as exc:  # the next interval tries again
+                log.warning(f"{name} skipped: no space left", path=exc.path)
             except Exception as exc:
                 if self.stop_event.is_set():
                     return
@@ -212,7 +216,10 @@ class Worker:
         try:
             while not self.stop_event.wait(1.0):
                 if self.on_idle is not None:
-                    self.on_idle()
+                    try:
+                        self.on_idle()
+                    except DomainError as exc:  # a full disk, views that lag behind it: the next tick
+                        log.warning("idle task refused", error=exc.code, reason=exc.message)
         finally:
             self.stop()
 
@@ -260,17 +267,26 @@ class Worker:
                     self.stats[name]["errors"] += 1
                     failing = True
                     reason = f"{type(exc).__name__}: {exc}"
-                    log.error(
-                        "projection failed; restarting after backoff",
-                        projection=name,
-                        reason=reason,
-                        backoff_s=backoff,
-                        exc_info=True,
-                    )
+                    if isinstance(exc, StorageFull):  # no bug to trace: waits for space, as for a lock
+                        log.warning(
+                            "no space left; projection waits",
+                            projection=name,
+                            path=exc.path,
+                            backoff_s=backoff,
+                        )
+                    else:
+                        log.error(
+                            "projection failed; restarting after backoff",
+                            projection=name,
+                            reason=reason,
+                            backoff_s=backoff,
+                            exc_info=True,
+                        )
                     try:
                         engine.record_error(db, projection, reason)
                     except Exception:  # the view database itself may be what failed
-                        log.warning("could not record the error in the view", projection=name)
+                        if not isinstance(exc, StorageFull):  # said already: its disk is full
+                            log.warning("could not record the error in the view", projection=name)
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
                     self.stats[name]["restarts"] += 1

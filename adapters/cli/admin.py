@@ -9,9 +9,30 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+import structlog
 
 from engram.adapters.cli.output import NO_LLM, emit_json, plain_reason, warn_if_embedder_changed
 from engram.domain.errors import InvalidInput
+
+log = structlog.get_logger("engram.cli")
+
+
+def _opened_when_there_is_space(ctx: Any) -> Any:
+    """The worker's Engram, its views open. On a full disk a process cannot even open its SQLite files
+    (ADR 0030): the worker waits for space, as it does once running, instead of exiting."""
+    from engram.services.errors import StorageFull
+    from engram.services.worker import MAX_BACKOFF_S
+
+    backoff = 0.5
+    while True:
+        try:
+            engram = ctx.engram
+            _ = engram.views
+            return engram
+        except StorageFull as exc:
+            log.warning("no space left; the worker waits to start", path=exc.path, backoff_s=backoff)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
 
 
 def log_embedder_mismatch(engram: Any) -> None:
@@ -177,7 +198,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         limit_malloc_arenas()  # before the projection threads allocate (ADR 0028)
 
-        engram = ctx.engram
+        engram = ctx.engram if once else _opened_when_there_is_space(ctx)
         views = engram.views
         if once:
             views.ensure()

@@ -17,15 +17,18 @@ from uuid import UUID
 
 import click
 import structlog
+from pydantic import ValidationError
 
 from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
+from engram.adapters.storage_full import deployment_storage, is_storage_full
 from engram.domain.errors import DomainError, InvalidInput
 from engram.domain.note import NoteKind
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import NoteInput
+from engram.services.commands import NoteInput, invalid_input_of
 from engram.services.config import Settings, load_settings, unknown_variables
+from engram.services.errors import StorageFull
 from engram.services.note_import import ImportProgress, Line, import_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,6 +76,8 @@ def command(fn: F) -> F:
             return fn(ctx, *args, as_json=as_json, **kwargs)
         except DomainError as exc:
             fail(exc, as_json=as_json)
+        except ValidationError as exc:
+            fail(invalid_input_of(exc), as_json=as_json)
         except (click.ClickException, click.exceptions.Exit, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # `engram log | head`: the reader left, nothing to report
@@ -80,6 +85,8 @@ def command(fn: F) -> F:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:  # the user gets one line; ENGRAM_LOG_LEVEL=debug shows the traceback
+            if is_storage_full(exc):  # found by a read, where the file is not known
+                fail(StorageFull(deployment_storage(ctx.settings)), as_json=as_json)
             log.debug("unexpected error", exc_info=True)
             fail_text(f"unexpected {type(exc).__name__}: {exc}", EXIT_UNEXPECTED)
         finally:

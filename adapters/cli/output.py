@@ -10,11 +10,12 @@ import click
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene
 from engram.services.config import ConfigurationError
-from engram.services.errors import Conflict, NotFound
+from engram.services.errors import Conflict, NotFound, StorageFull
 
 EXIT_INVALID = 2
 EXIT_NOT_FOUND = 3
 EXIT_CONFLICT = 4
+EXIT_STORAGE_FULL = 5
 EXIT_UNEXPECTED = 1
 
 NO_LLM = "none (consolidation, splitting and the diary are skipped)"
@@ -25,6 +26,8 @@ def emit_json(data: Any) -> None:
 
 
 def exit_code_for(exc: DomainError) -> int:
+    if isinstance(exc, StorageFull):  # not the command's fault: the same command works once space is freed
+        return EXIT_STORAGE_FULL
     if isinstance(exc, NotFound):
         return EXIT_NOT_FOUND
     if isinstance(exc, Conflict):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from engram.adapters.vectors.edge import EdgeVectorIndex
+from engram.adapters.storage_full import MIB
+from engram.adapters.vectors.edge import DISK_RESERVE_BYTES, EdgeVectorIndex
 from engram.projections.vector_index import VectorIndex
 
 if TYPE_CHECKING:
@@ -42,7 +43,9 @@ def build_vector_index(settings: Any, data_dir: Path) -> VectorIndex:
             str(url), api_key=_secret(getattr(settings, "qdrant_api_key", None))
         )
     return EdgeVectorIndex(
-        Path(data_dir) / "vectors", search_threads=getattr(settings, "vector_search_threads", 1)
+        Path(data_dir) / "vectors",
+        search_threads=getattr(settings, "vector_search_threads", 1),
+        disk_reserve_bytes=getattr(settings, "vector_disk_reserve_mib", DISK_RESERVE_BYTES // MIB) * MIB,
     )
 
 

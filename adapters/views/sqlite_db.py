@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
+from engram.adapters.storage_full import reported_as_storage_full
 from engram.projections.sql import Dialect
 
 log = structlog.get_logger(__name__)
@@ -203,7 +204,8 @@ class SQLiteViewDatabase:
 
     @contextmanager
     def write(self) -> Iterator[_Conn]:
-        with self._connection() as conn:
+        """A write transaction. A full disk rolls it back and is reported as `StorageFull`."""
+        with reported_as_storage_full(self.path), self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _Conn(conn)
