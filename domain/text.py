@@ -87,6 +87,19 @@ def storable(value: Any) -> Any:
     return value
 
 
+def recordable(value: Any) -> Any:
+    """A JSON-like structure with every unstorable character written as `\\uXXXX` (`escaped`): what an
+    outside party said (an LLM's answer, the plan parsed from it) is recorded, visibly, rather than
+    refused by the log."""
+    if isinstance(value, str):
+        return escaped(value)
+    if isinstance(value, dict):
+        return {recordable(k): recordable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [recordable(v) for v in value]
+    return value
+
+
 def _storable_text(value: Any) -> Any:
     if isinstance(value, str) and (problem := text_problem(value)) is not None:
         raise PydanticCustomError("unstorable_text", "Text " + problem)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import structlog
 from pydantic import BaseModel
 
+from engram.domain.text import recordable
 from engram.services.llm_answers import capped, refuse_over_cap
 from engram.services.patrol.prompts import PROMPT_VERSION, SYSTEM
 from engram.services.ports import (
@@ -47,14 +48,18 @@ class Asked:
     """Details of `error` kept with the recorded rejection (code, status, content type, sizes)."""
 
     def decision(self, rejected: list[dict[str, Any]]) -> dict[str, Any]:
+        """The decision's record. What the model said is kept as it said it, but for the characters no
+        store can keep (a NUL), written as `\\u0000`: the log would refuse the whole event (ADR 0029)."""
         extra = [{"item": None, "reason": self.error, **self.problem}] if self.error else []
-        return {
-            "model": self.model,
-            "prompt_version": self.prompt_version,
-            "raw_answer": self.raw,
-            "parsed_plan": self.plan.model_dump(mode="json") if self.plan is not None else None,
-            "rejected": extra + rejected,
-        }
+        return recordable(
+            {
+                "model": self.model,
+                "prompt_version": self.prompt_version,
+                "raw_answer": self.raw,
+                "parsed_plan": self.plan.model_dump(mode="json") if self.plan is not None else None,
+                "rejected": extra + rejected,
+            }
+        )
 
 
 def ask(

@@ -328,3 +328,26 @@ def test_the_http_patrol_route_answers_200_with_the_rejections_not_500(make_sett
         [decision] = decisions(patrol_run(engram, being_id, 1), "consolidate_cluster").values()
         assert decision["rejected"][0]["status"] == 200
         assert decision["raw_answer"].startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("where", ["in-the-plan", "in-the-raw-answer"])
+def test_an_answer_holding_a_nul_is_recorded_escaped_and_patrol_goes_on(engram, where: str) -> None:
+    """The log refuses a NUL (ADR 0029): what the model said is recorded with it written as `\\u0000`."""
+    being_id = _register(engram)
+    note_scenes(engram, "Aria", unrelated_scenes(2))
+    merge = {"survivor": "not-a-node", "absorbed": ["nor-this"], "reason": "the same\u0000day"}
+    answer = json.dumps({"merges": [merge], "make_dead": []})
+    if where == "in-the-raw-answer":
+        answer = "\u0000" + answer  # not JSON any more: a malformed answer, its raw text recorded
+    transport = Transport({"consolidate_cluster": lambda: httpx2.Response(200, json=_completion(answer))})
+
+    report = engram.patrol("Aria", llm=transport.llm())
+
+    assert _step(report, "consolidate")["state"] == "finished"
+    run = patrol_run(engram, being_id, 1)
+    [decision] = decisions(run, "consolidate_cluster").values()
+    assert "\x00" not in json.dumps(decision, ensure_ascii=False)
+    if where == "in-the-plan":
+        assert decision["parsed_plan"]["merges"][0]["reason"] == "the same\\u0000day"
+    else:
+        assert decision["parsed_plan"] is None and decision["raw_answer"].startswith("\\u0000{")
