@@ -51,7 +51,7 @@ class Asked:
         """The decision's record. What the model said is kept as it said it, but for the characters no
         store can keep (a NUL), written as `\\u0000`: the log would refuse the whole event (ADR 0029)."""
         extra = [{"item": None, "reason": self.error, **self.problem}] if self.error else []
-        return recordable(
+        record: dict[str, Any] = recordable(
             {
                 "model": self.model,
                 "prompt_version": self.prompt_version,
@@ -60,6 +60,7 @@ class Asked:
                 "rejected": extra + rejected,
             }
         )
+        return record
 
 
 def ask(
