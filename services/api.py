@@ -53,7 +53,7 @@ from typing import Any
 
 import structlog
 
-from engram.services.bootstrap import Engram, bootstrap
+from engram.services.bootstrap import Engram, bootstrap, configure_logging
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.ports import LLM, Clock, Embedder, IdFactory
@@ -89,9 +89,7 @@ def open(
         settings_overrides["llm"], llm = llm, None
     settings = Settings(**settings_overrides)
     if not structlog.is_configured():
-        from engram.adapters.logging import configure_logging
-
-        configure_logging(settings.log_level, settings.log_format)
+        configure_logging(settings)
     return bootstrap(settings, clock=clock, ids=ids, embedder=embedder, llm=llm)
 
 

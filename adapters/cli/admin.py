@@ -127,19 +127,18 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @command
     def worker(ctx: Any, once: bool, *, as_json: bool) -> None:
         """Run every projection continuously (Ctrl-C stops)."""
-        from engram.services.worker import Worker, postgres_listener
+        from engram.services.worker import Worker
 
         engram = ctx.engram
         views = engram.views
         if once:
-            views.ensure()
+            views.catch_up_or_rebuild()
             status = views.status()
             emit_json(status) if as_json else click.echo("all projections caught up")
             return
-        listen = None
         poll = engram.settings.worker_poll_interval_s
-        if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
-            listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
+        listen = engram.listener()  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
+        if listen is not None:
             poll = 5.0
         from engram.services.patrol.auto import AutoPatrol
 

@@ -23,7 +23,7 @@ from engram.services.beings import resolve_being
 from engram.services.errors import Conflict
 from engram.services.patrol import mechanical, with_llm
 from engram.services.patrol.context import Skip, StepContext
-from engram.services.ports import LLM
+from engram.services.ports import LLM, Patrols
 from engram.services.runner import correlation
 from engram.services.thresholds import thresholds_for
 
@@ -73,7 +73,7 @@ class PatrolReport:
 
 
 class Patrol:
-    def __init__(self, engram: Any, llm: LLM | None = None) -> None:
+    def __init__(self, engram: Patrols, llm: LLM | None = None) -> None:
         """`llm` overrides the configured one for this patrol only (a per-request BYOK key)."""
         self.e = engram
         self._llm = llm
