@@ -124,7 +124,7 @@ class Reading:
     def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
         """The being's id, once the views it reads (`views`, default all) include the latest writes."""
         being_id = resolve_being_id(self.e.store, ref)
-        self.e.views.ensure(names=views)
+        self.e.views.ensure(names=views, being=being_id)
         return being_id
 
     def _reactivate(

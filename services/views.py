@@ -180,30 +180,49 @@ class Views:
                     behind.append((name, seen.position))
         source = self._shared_read(behind, head)
         for name, reached in behind:
-            lock = self._catch_up_lock(name)
-            if lock.try_acquire():
-                try:
-                    engine.catch_up(
-                        self.dbs[name],
-                        self.projections[name],
-                        source,
-                        until=target,
-                        head=head,
-                        limit=self.settings.projection_batch_size,
-                        memo=self.memos[name],
-                    )
-                except engine.LogDiverged as exc:
-                    raise self._diverged(name, exc.position, str(exc)) from exc
-                finally:
-                    lock.release()
-                if head is not None and reached >= 0:
-                    self._saw(name, head)  # catch_up returns once the view reached the head
-            else:
-                self.wait_for(target, [name])
-                if reached >= 0:
-                    self._saw(name, target)
+            if self._catch_up(name, source, target, head) and head is not None and reached >= 0:
+                self._saw(name, head)  # catch_up returns once the view reached the head
+            elif reached >= 0:
+                self._saw(name, target)
         if being is not None:
             self._not_held(being, chosen)
+
+    def _catch_up(self, name: str, source: EventSource, target: int, head: int | None) -> bool:
+        """Catch the view up to `target` here, or wait for whoever holds its lock to get it there: a
+        worker, or another thread or process catching up, after which this one may have to go on
+        itself (its target may be further). True when this call caught it up, bounded by
+        `ENGRAM_CONSISTENCY_TIMEOUT_S`."""
+        db, projection = self.dbs[name], self.projections[name]
+        lock = self._catch_up_lock(name)
+        deadline = time.monotonic() + self.settings.consistency_timeout_s
+        delay = 0.002
+        while not lock.try_acquire():
+            if engine.position(db, projection).position >= target:
+                return False
+            if time.monotonic() >= deadline:
+                raise ConsistencyTimeout(
+                    f"view {name} did not reach log position {target} in time; is `engram worker` "
+                    "running and healthy? (`engram projections status`)",
+                    position=target,
+                    views=[name],
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        try:
+            engine.catch_up(
+                db,
+                projection,
+                source,
+                until=target,
+                head=head,
+                limit=self.settings.projection_batch_size,
+                memo=self.memos[name],
+            )
+        except engine.LogDiverged as exc:
+            raise self._diverged(name, exc.position, str(exc)) from exc
+        finally:
+            lock.release()
+        return True
 
     def _shared_read(self, behind: list[tuple[str, int]], head: int | None) -> EventSource:
         if head is None:

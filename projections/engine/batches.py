@@ -307,7 +307,7 @@ def isolate(
             view=projection.name,
             being_id=hold.being,
             position=hold.position,
-            event=hold.event_type,
+            event_type=hold.event_type,
             reason=hold.error,
         )
 

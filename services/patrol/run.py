@@ -91,7 +91,7 @@ class Patrol:
                     f"a patrol of {being.name} is already running; try again when it ends"
                 )
             try:
-                self.e.views.ensure()
+                self.e.views.ensure(being=being.id)
                 if dry_run:
                     return self._dry_run(being)
                 return self._run(being)
