@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -138,11 +137,16 @@ class VectorsView(Projection):
     def __init__(self, index_factory: Callable[[], VectorIndex]) -> None:
         self._factory = index_factory
         self._index: VectorIndex | None = None
+        self._opening = threading.Lock()
+        self.searches = Searches()
+        """The searches running on the index (`VectorQueries`): old collections go once they are done."""
 
     @property
     def index(self) -> VectorIndex:
         if self._index is None:
-            self._index = self._factory()
+            with self._opening:  # threads of a server ask at once; one index per process (Edge)
+                if self._index is None:
+                    self._index = self._factory()
         return self._index
 
     def close(self) -> None:
@@ -431,7 +435,7 @@ class VectorsView(Projection):
             rows = conn.query(f"SELECT * FROM {db.table('collections', generation)}")
         except Exception:  # the generation never got as far as creating its tables
             return
-        if rows and not _searches(self.index).drain(DRAIN_TIMEOUT_S):
+        if rows and not self.searches.drain(DRAIN_TIMEOUT_S):
             log.warning("dropping old vector collections while searches still run", generation=generation)
         for row in rows:
             self.index.drop_collection(f"engram_{row['kind']}__{model_slug(row['model'])}__g{generation}")
@@ -459,7 +463,7 @@ def _alias(kind: str, model: str) -> str:
 DRAIN_TIMEOUT_S = 30.0
 
 
-class _Searches:
+class Searches:
     """The searches running on one index. A search resolves an alias, then queries the collection
     behind it; after a rebuild's switch, the old collections are dropped only once the searches that
     may have resolved them (those begun before the drop) are done."""
@@ -491,24 +495,13 @@ class _Searches:
             return self._cond.wait_for(lambda: all(e >= cutoff for e in self._running), timeout)
 
 
-_SEARCHES: weakref.WeakKeyDictionary[Any, _Searches] = weakref.WeakKeyDictionary()
-_SEARCHES_LOCK = threading.Lock()
-
-
-def _searches(index: VectorIndex) -> _Searches:
-    with _SEARCHES_LOCK:
-        found = _SEARCHES.get(index)
-        if found is None:
-            found = _SEARCHES[index] = _Searches()
-        return found
-
-
 class VectorQueries:
-    """Searches on the vector collections; every one is scoped to a being."""
+    """Searches on the vector collections; every one is scoped to a being. `searches`: the view's
+    record of the searches running (`VectorsView.searches`), which dropping a generation waits for."""
 
-    def __init__(self, index: VectorIndex) -> None:
+    def __init__(self, index: VectorIndex, searches: Searches) -> None:
         self.index = index
-        self._searches = _searches(index)
+        self._searches = searches
 
     def similar_nodes(
         self,

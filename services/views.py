@@ -108,7 +108,7 @@ class Views:
     @property
     def vectors(self) -> VectorQueries:
         """Searches on the vector collections (call `ensure()` first to include recent writes)."""
-        return VectorQueries(self.vectors_view.index)
+        return VectorQueries(self.vectors_view.index, self.vectors_view.searches)
 
     @property
     def read(self) -> ReadModels:
