@@ -208,8 +208,8 @@ Listen = Callable[[Waker, threading.Event], None]
 # -- what the services use of the application object (`bootstrap.Engram`) ------------------------
 
 
-class Reads(Protocol):
-    """What the reads (services/reading.py) use."""
+class _Logged(Protocol):
+    """The log, the views and the time: what every service below uses."""
 
     @property
     def store(self) -> AggregateStore: ...
@@ -219,6 +219,10 @@ class Reads(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+
+class Reads(_Logged, Protocol):
+    """What the reads (services/reading.py) use."""
 
     @property
     def embedder(self) -> Embedder: ...
@@ -227,17 +231,8 @@ class Reads(Protocol):
     def runner(self) -> CommandRunner: ...
 
 
-class Patrols(Protocol):
+class Patrols(_Logged, Protocol):
     """What a patrol (services/patrol/run.py) uses."""
-
-    @property
-    def store(self) -> AggregateStore: ...
-
-    @property
-    def views(self) -> Views: ...
-
-    @property
-    def clock(self) -> Clock: ...
 
     @property
     def ids(self) -> IdFactory: ...
@@ -247,6 +242,16 @@ class Patrols(Protocol):
 
     @property
     def llm(self) -> LLM: ...
+
+
+class Tokens(_Logged, Protocol):
+    """What the API tokens (services/tokens.py) use."""
+
+    @property
+    def ids(self) -> IdFactory: ...
+
+    @property
+    def runner(self) -> CommandRunner: ...
 
 
 class AutoPatrols(Protocol):
@@ -262,22 +267,3 @@ class AutoPatrols(Protocol):
     def clock(self) -> Clock: ...
 
     def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport: ...
-
-
-class Tokens(Protocol):
-    """What the API tokens (services/tokens.py) use."""
-
-    @property
-    def store(self) -> AggregateStore: ...
-
-    @property
-    def views(self) -> Views: ...
-
-    @property
-    def clock(self) -> Clock: ...
-
-    @property
-    def ids(self) -> IdFactory: ...
-
-    @property
-    def runner(self) -> CommandRunner: ...

@@ -259,44 +259,43 @@ def isolate(
         state.at = position
         state.held = memo.held = part.held | ({hold.being} if hold else frozenset())
 
-    # A store that fails whatever it is given fails an empty batch too: then no event is to blame.
-    attempt([], None, None)
-
-    def settle(events: Sequence[tuple[int, Any]], position: int, key: str | None) -> None:
+    def failure(events: Sequence[tuple[int, Any]], position: int, key: str | None) -> Exception | None:
+        """None when the events commit, else why they did not (an error not theirs raises)."""
         try:
             attempt(events, position, key)
-            return
         except _Moved:
             raise
         except Exception as exc:
             if not may_be_the_events(exc):
                 raise
-            failure = exc
+            return exc
+        return None
+
+    def settle(events: Sequence[tuple[int, Any]], position: int, key: str | None) -> None:
+        failed = failure(events, position, key)
+        if failed is None:
+            return
         live = [e for e in events if projection.hold_key(e[1]) not in state.held]
         if not live:
-            raise failure
+            raise failed
         if len(live) > 1:
             mid = len(events) // 2
             last = events[mid - 1]
             settle(events[:mid], last[0], event_key(last[1].originator_id, last[1].originator_version))
             settle(events[mid:], position, key)
             return
-        try:
-            attempt(events, position, key)  # once more: a failure that does not come back was not its own
+        failed = failure(
+            events, position, key
+        )  # once more: a failure that does not come back was not its own
+        if failed is None:
             return
-        except _Moved:
-            raise
-        except Exception as exc:
-            if not may_be_the_events(exc):
-                raise
-            failure = exc
         culprit_position, culprit = live[0]
         hold = Hold(
             being=projection.hold_key(culprit),
             position=culprit_position,
             event_key=event_key(culprit.originator_id, culprit.originator_version),
             event_type=type(culprit).__qualname__,
-            error=reason(failure)[:2000],
+            error=reason(failed)[:2000],
             since=tracking.now_iso(),
             attempts=1,
             retry_at=time.time() + tracking.HOLD_RETRY_S,
@@ -311,5 +310,7 @@ def isolate(
             reason=hold.error,
         )
 
+    # A store that fails whatever it is given fails an empty batch too: then no event is to blame.
+    attempt([], None, None)
     settle(step.events, step.position, step.key)
     return step.position

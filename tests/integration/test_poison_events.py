@@ -16,8 +16,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from uuid import UUID, uuid4
@@ -43,6 +42,7 @@ from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.views import ViewHeldBack, Views
 from engram.services.worker import Worker
+from tests.integration.test_worker import _running, _until
 from tests.support import SeededIds, SteppingClock
 
 SEEN = TableSpec(name="seen", columns={"id": "id", "being_id": "id", "text": "text", "position": "int"})
@@ -251,24 +251,6 @@ def test_health_shows_a_view_that_stopped_with_its_error_kind_since_and_position
     assert engine.status(db, notes).last_error is None
     with TestClient(create_app(engram, settings=HttpSettings(), warm_up=False)) as client:
         assert client.get("/v1/health").json() == {"status": "ok", "version": body["version"], "views": []}
-
-
-@contextmanager
-def _running(worker: Worker) -> Iterator[Worker]:
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-
-
-def _until(check: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return check()
 
 
 def test_the_worker_isolates_a_poison_after_its_backoff_and_releases_it_when_due(

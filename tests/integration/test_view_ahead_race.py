@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from engram.projections import engine
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
+from engram.services.errors import ConcurrencyConflict
 from engram.services.views import ViewDiverged
 from tests.integration.test_reading_fast_paths import populate
 from tests.integration.test_relaxed_commits import _after_a_power_cut, _note
@@ -66,12 +67,14 @@ def test_concurrent_reactivating_readers_never_take_a_view_for_ahead_of_the_log(
     start = threading.Barrier(8)
 
     def reader(i: int) -> None:
-        try:
-            start.wait()
-            for j in range(6):
+        start.wait()
+        for j in range(6):
+            try:
                 engram.reading.query("Aria", ["garden river", "violin chess", "bread oven"][(i + j) % 3], 5)
-        except BaseException as exc:
-            errors.append(exc)
+            except ConcurrencyConflict:
+                pass  # eight readers reactivating the same nodes may run out of retries: theirs to try again
+            except BaseException as exc:
+                errors.append(exc)
 
     with capture_logs() as logs:
         threads = [threading.Thread(target=reader, args=(i,)) for i in range(8)]
