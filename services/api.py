@@ -53,7 +53,7 @@ from typing import Any
 
 import structlog
 
-from engram.services.bootstrap import Engram, bootstrap
+from engram.services.bootstrap import Engram, bootstrap, configure_logging
 from engram.services.commands import NoteInput
 from engram.services.config import ConfigurationError, Settings, load_settings, unknown_variables
 from engram.services.ports import LLM, Clock, Embedder, IdFactory
@@ -97,9 +97,7 @@ def open(
         embedder_given=embedder is not None, llm_given=llm is not None, **settings_overrides
     )
     if not structlog.is_configured():
-        from engram.adapters.logging import configure_logging
-
-        configure_logging(settings.log_level, settings.log_format)
+        configure_logging(settings)
     for warning in unknown_variables():
         log.warning(warning)
     return bootstrap(settings, clock=clock, ids=ids, embedder=embedder, llm=llm)

@@ -26,6 +26,7 @@ from engram.projections.queries import ReadModels
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
+from engram.services.ports import Reads
 from engram.services.query_text import (
     DateSpan,
     date_closeness,
@@ -115,7 +116,7 @@ def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
 
 
 class Reading:
-    def __init__(self, engram: Any, rng: random.Random | None = None) -> None:
+    def __init__(self, engram: Reads, rng: random.Random | None = None) -> None:
         self.e = engram
         self.rng = rng or random.Random()
 
@@ -124,7 +125,7 @@ class Reading:
     def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
         """The being's id, once the views it reads (`views`, default all) include the latest writes."""
         being_id = resolve_being_id(self.e.store, ref)
-        self.e.views.ensure(names=views)
+        self.e.views.ensure(names=views, being=being_id)
         return being_id
 
     def _reactivate(
@@ -141,9 +142,9 @@ class Reading:
             for node in nodes:
                 node.reactivate(source, being.cycle, at)
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
-            return self.e.store.save(*nodes, durable=False)  # type: ignore[no-any-return]
+            return self.e.store.save(*nodes, durable=False)
 
-        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)  # type: ignore[no-any-return]
+        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])

@@ -98,7 +98,13 @@ def run_all(
         # The arguments are this module's own plan, never user text: no shell, no injection.
         with open(target.with_suffix(".part"), "w", encoding="utf-8") as stdout:
             proc = subprocess.run(  # noqa: S603
-                [sys.executable, "-c", "from engram.adapters.cli.main import main; main()", "bench", *run.args],
+                [
+                    sys.executable,
+                    "-c",
+                    "from engram.adapters.cli.main import main; main()",
+                    "bench",
+                    *run.args,
+                ],
                 stdout=stdout,
                 env={**os.environ, "ENGRAM_LOG_LEVEL": os.environ.get("ENGRAM_LOG_LEVEL", "warning")},
                 check=False,

@@ -1,4 +1,4 @@
-"""Admin commands: `engram projections status|rebuild|optimize` and `engram worker`."""
+"""Admin commands: `engram projections status|rebuild|retry|gc|optimize` and `engram worker`."""
 
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @projections.command("status")
     @command
     def status(ctx: Any, *, as_json: bool) -> None:
-        """Each projection's position, the head of the log, the lag and the last error."""
+        """Each projection's position, the head of the log, the lag, the last error, and the beings
+        whose events it holds back."""
         rows = ctx.engram.views.status()
         warn_if_embedder_changed(ctx.engram)
         if as_json:
@@ -91,11 +92,53 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         for r in rows:
             note = " (schema changed: rebuild)" if r["needs_rebuild"] else ""
             building = f" building gen {', '.join(map(str, r['building']))}" if r["building"] else ""
-            error = f"{r['last_error']} at {r['last_error_at']}" if r["last_error"] else "-"
+            error = (
+                f"{r['last_error']} (stopped at {r['position']}, since {r['error_since'] or r['last_error_at']})"
+                if r["last_error"]
+                else "-"
+            )
             click.echo(
                 f"{r['name']:<14} {r['generation']:>4} {r['position']:>10} {r['head']:>10} {r['lag']:>8}  "
                 f"{error}{note}{building}"
             )
+            for h in r["holds"]:
+                click.echo(
+                    f"{'':<14} holds back being {h['being']} since {h['since']}: {h['event_type']} at "
+                    f"{h['position']} failed: {h['error']} (tries: {h['attempts']})"
+                )
+
+    @projections.command("retry")
+    @click.argument("name", required=False)
+    @command
+    def retry(ctx: Any, name: str | None, *, as_json: bool) -> None:
+        """Apply again the events NAME (default: every projection) holds back since one of them could
+        not be applied, once the cause is fixed. Where `engram worker` runs the projection, it is asked
+        to do it at its next step."""
+        results = ctx.engram.views.retry([name] if name else None)
+        if as_json:
+            emit_json(results)
+            return
+        if not results:
+            click.echo("no projection holds events back")
+        for r in results:
+            click.echo(f"{r['view']}: being {r['being_id']}: {r['result']}")
+
+    @projections.command("gc")
+    @command
+    def gc(ctx: Any, *, as_json: bool) -> None:
+        """Drop what unfinished (killed) rebuilds left: their generations and vector collections. Never
+        what serves, nor what a running rebuild fills. With the embedded index, run it while neither
+        `engram serve` nor `engram worker` runs (the worker does it when it starts)."""
+        results = ctx.engram.views.collect_garbage()
+        if as_json:
+            emit_json(results)
+            return
+        for view, done in results.items():
+            if isinstance(done, str):
+                click.echo(f"{view}: {done}")
+            elif done["generations"] or done["extras"]:
+                dropped = [*(f"generation {g}" for g in done["generations"]), *done["extras"]]
+                click.echo(f"{view}: dropped {', '.join(dropped)}")
 
     @projections.command("rebuild")
     @click.argument("name", required=False)
@@ -194,21 +237,20 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def worker(ctx: Any, once: bool, *, as_json: bool) -> None:
         """Run every projection continuously (Ctrl-C stops)."""
         from engram.adapters.process_memory import limit_malloc_arenas
-        from engram.services.worker import Worker, postgres_listener
+        from engram.services.worker import Worker
 
         limit_malloc_arenas()  # before the projection threads allocate (ADR 0028)
 
         engram = ctx.engram if once else _opened_when_there_is_space(ctx)
         views = engram.views
         if once:
-            views.ensure()
+            views.catch_up_or_rebuild()
             status = views.status()
             emit_json(status) if as_json else click.echo("all projections caught up")
             return
-        listen = None
         poll = engram.settings.worker_poll_interval_s
-        if views._conninfo is not None:  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
-            listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
+        listen = engram.listener()  # PostgreSQL: LISTEN/NOTIFY plus a safety pull
+        if listen is not None:
             poll = 5.0
         from engram.services.patrol.auto import AutoPatrol
 

@@ -301,7 +301,8 @@ def _import_file(ctx: Context, being_ref: str, path: Path, source_ref: str | Non
         )
     for item in report.failed_to_parse:
         click.echo(
-            f"warning: line {item['line']} did not parse as a scene, kept for repair: {item['reason']}", err=True
+            f"warning: line {item['line']} did not parse as a scene, kept for repair: {item['reason']}",
+            err=True,
         )
     for item in report.refused:
         click.echo(f"refused: line {item['line']}: {item['reason']}", err=True)
@@ -443,7 +444,9 @@ def log_command(
         emit_json(entries) if as_json else _print_log(entries, as_json=False)
         return
     _print_log(entries, as_json=as_json)
-    position = entries[-1]["position"] if entries else (after if after is not None else ctx.engram.store.head())
+    position = (
+        entries[-1]["position"] if entries else (after if after is not None else ctx.engram.store.head())
+    )
     interval = ctx.settings.worker_poll_interval_s
     try:
         while True:

@@ -1,11 +1,11 @@
 # ruff: noqa: S608
 """The log as projections read it, with a bulk read for catching up and rebuilding.
 
-`EventSource` (projections/engine.py) reads notifications and decodes them one by one through the
-library. `decoded_events()` reads the same rows from the library's own table and decodes them
-straight into domain events: no `Notification` object per row, ids converted once, each topic
-resolved once per batch. In a rebuild that was about a quarter of the cost of getting an event to a
-handler. It is the library's `Mapper.to_domain_event` unrolled, for the configuration this
+`EventLogSource` is the `EventSource` port (projections/engine/source.py). The library reads
+notifications and decodes them one by one; `decoded_events()` reads the same rows from the library's
+own table and decodes them straight into domain events: no `Notification` object per row, ids
+converted once, each topic resolved once per batch. In a rebuild that was about a quarter of the
+cost of getting an event to a handler. It is the library's `Mapper.to_domain_event` unrolled, for the configuration this
 application uses (JSON, no cipher, no compression); any other configuration, and any other
 recorder, takes the library's path. Table names come from the recorders, values are bound
 parameters (hence the S608 exemption).

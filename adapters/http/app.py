@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
+import structlog
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi_offline import FastAPIOffline
@@ -16,7 +17,10 @@ from engram.adapters.http.config import HttpSettings
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.services.bootstrap import Engram
+from engram.services.errors import ConsistencyTimeout
 from engram.services.tokens import DEV_ADMIN, TokenService
+
+log = structlog.get_logger("engram.http")
 
 DESCRIPTION = """\
 Event-sourced long-term memory for AI agents.
@@ -31,8 +35,13 @@ DOCS_ASSETS = "/docs/assets"
 
 
 def _warm_up(engram: Engram) -> None:
-    """Open the views and the vector index, build the embedder: the first request should not pay."""
-    engram.views.ensure()
+    """Open the views and the vector index, build the embedder: the first request should not pay.
+    A view that cannot serve yet (ahead of the log until the worker rebuilds it) does not keep the
+    server from starting: its reads say why, and `/v1/health` shows it."""
+    try:
+        engram.views.ensure()
+    except ConsistencyTimeout as exc:
+        log.warning("views not ready at start", reason=str(exc))
     _ = engram.embedder
 
 

@@ -36,6 +36,7 @@ from engram.adapters.http.schemas import (
     SearchMode,
     SoulIn,
     TokenCreate,
+    ViewProblem,
 )
 from engram.domain.errors import InvalidInput
 from engram.domain.node import NodeStatus
@@ -71,14 +72,23 @@ admin = APIRouter(prefix="/v1/admin", tags=["admin"], responses={**COMMON, **ADM
 
 @public.get("/health", name="health", response_model=Health)
 def health(engram: EngramDep) -> Health:
-    """Liveness, and what an operator should know (`warnings`): no token needed."""
+    """Liveness, the views that stopped or hold events back, and what an operator should know
+    (`warnings`): no token needed, so no error text and no being is named (`engram projections status`
+    has them)."""
     from engram.services.embedder_check import embedder_mismatch
 
     try:
+        problems = [ViewProblem(**p) for p in engram.views.problems()]
+    except Exception as exc:  # the view databases themselves are unreachable
+        problems = [ViewProblem(view="*", last_error=type(exc).__name__, position=0)]
+    try:
         mismatch = embedder_mismatch(engram)
+        warnings = [mismatch.message()] if mismatch else []
     except Exception as exc:  # liveness must answer even when a view cannot be read
-        return Health(status="ok", version=_version(), warnings=[f"could not compare the embedders: {exc}"])
-    return Health(status="ok", version=_version(), warnings=[mismatch.message()] if mismatch else [])
+        warnings = [f"could not compare the embedders: {type(exc).__name__}"]
+    return Health(
+        status="degraded" if problems else "ok", version=_version(), views=problems, warnings=warnings
+    )
 
 
 # -- beings ---------------------------------------------------------------------------------------
@@ -220,7 +230,7 @@ def list_notes(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[dict[str, Any]]:
     """The being's notes in the order they were taken."""
-    engram.views.ensure(names=["notes"])
+    engram.views.ensure(names=["notes"], being=being.id)
     read = None if unread is None else not unread
     kinds = [k.value for k in kind] if kind else None
     return engram.views.read.notes(being.id, kinds=kinds, read=read, limit=limit)
@@ -319,7 +329,7 @@ def list_nodes(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[NodeView]:
     """The being's memory nodes, most recently activated first. Reactivates nothing."""
-    engram.views.ensure(names=["memory"])
+    engram.views.ensure(names=["memory"], being=being.id)
     rows = engram.views.read.nodes(
         being.id,
         statuses=[s.value for s in status] if status else None,
@@ -356,7 +366,7 @@ def unpin_node(node_id: UUID, being: Being, engram: EngramDep) -> Done:
 @v1.get("/beings/{being}/clusters", name="list_clusters", response_model=list[ClusterRow], tags=["memory"])
 def list_clusters(being: Being, engram: EngramDep) -> list[dict[str, Any]]:
     """The being's clusters: the two roots first, then sub-clusters by creation."""
-    engram.views.ensure(names=["memory"])
+    engram.views.ensure(names=["memory"], being=being.id)
     return engram.views.read.clusters(being.id)
 
 
@@ -407,7 +417,7 @@ def list_patrol_runs(
     being: Being, engram: EngramDep, limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 20
 ) -> list[dict[str, Any]]:
     """The being's patrol runs, latest first, with their steps."""
-    engram.views.ensure(names=["patrol_runs"])
+    engram.views.ensure(names=["patrol_runs"], being=being.id)
     return engram.views.read.patrol_runs(being.id, limit)
 
 

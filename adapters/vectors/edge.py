@@ -322,6 +322,9 @@ class EdgeVectorIndex:
     def collection_exists(self, name: str) -> bool:
         return (self._collection_path(self._resolve(name)) / _CONFIG_FILE).exists()
 
+    def list_collections(self) -> list[str]:
+        return sorted(p.name for p in self._collections_dir.iterdir() if p.is_dir())
+
     # -- writes ------------------------------------------------------------------------------
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:

@@ -255,3 +255,33 @@ class SQLiteViewDatabase:
     def close(self) -> None:
         self._checkpointer.stop()
         self._pool.close()
+
+
+class SQLiteViews:
+    """Every view in a SQLite file of its own under one directory (the `services.ports.ViewStorage`
+    port on the embedded default)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        cached_connections: int = CACHED_CONNECTIONS,
+        cache_kib: int = CONNECTION_CACHE_KIB,
+        heap_kib: int = HEAP_BUDGET_KIB,
+    ) -> None:
+        self.directory = directory
+        self.cached_connections = cached_connections
+        self.cache_kib = cache_kib
+        self.heap_kib = heap_kib
+
+    def database(self, name: str) -> SQLiteViewDatabase:
+        return SQLiteViewDatabase(
+            self.directory / f"{name}.sqlite3",
+            name,
+            cached_connections=self.cached_connections,
+            cache_kib=self.cache_kib,
+            heap_kib=self.heap_kib,
+        )
+
+    def close(self) -> None:
+        """Each view's database closes its own file."""

@@ -38,9 +38,7 @@ def check(held: bool, what: str, detail: str = "") -> None:
 
 
 def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=600, check=False
-    )
+    return subprocess.run([*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def error_line(done: subprocess.CompletedProcess[str]) -> str:

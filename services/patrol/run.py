@@ -23,7 +23,7 @@ from engram.services.beings import resolve_being
 from engram.services.errors import Conflict
 from engram.services.patrol import mechanical, with_llm
 from engram.services.patrol.context import Skip, StepContext
-from engram.services.ports import LLM, LLMAnswer, ModelClass, T
+from engram.services.ports import LLM, LLMAnswer, ModelClass, Patrols, T
 from engram.services.runner import correlation
 from engram.services.thresholds import thresholds_for
 
@@ -121,7 +121,7 @@ class PatrolReport:
 class Patrol:
     def __init__(
         self,
-        engram: Any,
+        engram: Patrols,
         llm: LLM | None = None,
         *,
         progress: Callable[[PatrolProgress], None] | None = None,
@@ -166,7 +166,7 @@ class Patrol:
                     f"a patrol of {being.name} is already running; try again when it ends"
                 )
             try:
-                self.e.views.ensure()
+                self.e.views.ensure(being=being.id)
                 if dry_run:
                     return self._dry_run(being)
                 return self._run(being)

@@ -23,7 +23,18 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / part, source / part)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            ".",
+        ],
         cwd=source,
         check=True,
         capture_output=True,
@@ -43,7 +54,9 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode("utf-8")
     assert shipped == (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert "Apache License\n                           Version 2.0, January 2004" in shipped
-    assert "END OF TERMS AND CONDITIONS" in shipped and "Licence: Apache-2.0" in (ROOT / "README.md").read_text()
+    assert (
+        "END OF TERMS AND CONDITIONS" in shipped and "Licence: Apache-2.0" in (ROOT / "README.md").read_text()
+    )
     metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode("utf-8")
     assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
 

@@ -97,7 +97,9 @@ def test_a_scene_holding_unstorable_text_is_refused_naming_the_field(engram: Eng
             take = lambda text=text: engram.notes.take("Aria", NoteInput(text=text))  # noqa: E731
             _refused(engram, take, field.format(ord(bad)), InvalidScene)
         nested = json.dumps({"scene": GOOD_SCENE | {"action": f"x{bad}"}, "feeling": "fine"})
-        _refused(engram, lambda n=nested: engram.notes.take("Aria", NoteInput(text=n)), "action", InvalidScene)
+        _refused(
+            engram, lambda n=nested: engram.notes.take("Aria", NoteInput(text=n)), "action", InvalidScene
+        )
 
 
 def test_a_batch_with_one_bad_scene_writes_nothing_and_says_which(engram: Engram) -> None:
@@ -270,7 +272,11 @@ def test_the_cli_refuses_unstorable_text_naming_the_field(run_cli: Any, bad: str
         assert "\x00" not in err and text_problem(err) is None
     code, _, err = run_cli("note", "Aria", "--kind", "todo", "--text", f"x{bad}", "--json")
     refusal = json.loads(err)
-    assert code == 2 and refusal["error"] == "invalid_input" and refusal["details"]["errors"][0]["field"] == "text"
+    assert (
+        code == 2
+        and refusal["error"] == "invalid_input"
+        and refusal["details"]["errors"][0]["field"] == "text"
+    )
     assert run_cli.head() == head
 
 
@@ -296,7 +302,13 @@ def test_http_refuses_unstorable_text_naming_the_field(engram: Engram, client: T
     scene_text = json.dumps(json.dumps({**GOOD_SCENE, "feeling": f"x{bad}"}))  # escaped inside a string
     cases: list[tuple[str, str, str, str, str]] = [
         ("POST", "/v1/beings/Aria/notes", f'{{"text": {scene_text}}}', "feeling", "invalid_scene"),
-        ("POST", "/v1/beings/Aria/notes", f'{{"kind": "todo", "text": "a{e}"}}', "body.text", "invalid_input"),
+        (
+            "POST",
+            "/v1/beings/Aria/notes",
+            f'{{"kind": "todo", "text": "a{e}"}}',
+            "body.text",
+            "invalid_input",
+        ),
         (
             "POST",
             "/v1/beings/Aria/notes",
@@ -350,7 +362,9 @@ def test_mcp_tools_refuse_nul(engram: Engram) -> None:
 
     from engram.adapters.mcp.server import EngramSession, build_server
 
-    call = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": %s}}'
+    call = (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "recall", "arguments": %s}}'
+    )
     assert JSONRPCRequest.model_validate_json(call % '{"text": "a\\u0000"}').params
     with pytest.raises(ValidationError):
         JSONRPCRequest.model_validate_json(call % '{"text": "a\\ud800"}')
