@@ -64,7 +64,25 @@ NODES = TableSpec(
         Index("sequence", ("being_id", "seq")),
         Index("changes", ("being_id", "position")),  # what changed since a position (ranking cache)
     ),
-    keeps_read=True,  # `MemoryView.before_commit` updates only the columns that changed
+    # What events after `Created` change, except `AbsorbedNodes` (it rewrites the scene: a whole row).
+    # A reactivation then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6, and the
+    # full-text index is left alone.
+    narrow=(
+        "cluster_id",
+        "status",
+        "fresh",
+        "pinned",
+        "importance",
+        "dying_cycle",
+        "last_activated_at",
+        "last_activated_cycle",
+        "reactivation_count",
+        "read_since_death",
+        "absorbed_into",
+        "embedding_model",
+        "version",
+        "position",
+    ),
 )
 
 CLUSTERS = TableSpec(
@@ -93,29 +111,6 @@ _dying_cycle = functools.lru_cache(maxsize=4096)(decay.dying_cycle)
 
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 """`json.dumps(..., ensure_ascii=False)` without building an encoder per call (three per new node)."""
-
-
-_STATE_COLUMNS = (
-    "cluster_id",
-    "status",
-    "fresh",
-    "pinned",
-    "importance",
-    "dying_cycle",
-    "last_activated_at",
-    "last_activated_cycle",
-    "reactivation_count",
-    "read_since_death",
-    "absorbed_into",
-    "embedding_model",
-    "version",
-    "position",
-)
-"""The node columns that events after `Created` change, except `AbsorbedNodes` (it rewrites the scene).
-
-A handler that changes any other column of an existing row marks it `_WHOLE_ROW`."""
-
-_WHOLE_ROW = "_whole_row"
 
 
 def _when(scene: dict[str, Any]) -> str:
@@ -160,49 +155,22 @@ class MemoryView(Projection):
         batch.clusters.prefetch(batch.conn, cluster_ids)
 
     def before_commit(self, batch: Batch) -> None:
-        """Write node rows whose text did not change with an UPDATE of the state columns that changed.
-
-        Most node events (a status change, a reactivation) change a few small columns; upserting the
-        whole row rewrites the scene's text and makes the full-text trigger compare it (about half
-        the cost of a patrol's memory view). SQLite rewrites every index on a column an UPDATE sets,
-        changed or not, so only the columns that differ from the row as read are set: a reactivation
-        then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6. A row not read in this
-        batch (a rebuild's) gets every state column. Rows left dirty (new ones, rewritten scenes) are
-        upserted whole by the batch as usual.
-        """
-        nodes = batch.nodes
-        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        for key in nodes.dirty:
-            row = nodes.rows[key]
-            if row is None or _WHOLE_ROW in row:
-                continue
-            before = nodes.read.get(key)
-            changed = (
-                _STATE_COLUMNS if before is None else tuple(c for c in _STATE_COLUMNS if row[c] != before[c])
-            )
-            by_columns.setdefault(changed, []).append([*(row[c] for c in changed), key])
-            if before is not None:
-                before.update((c, row[c]) for c in changed)
-        for changed, rows in by_columns.items():
-            if changed:
-                sets = ", ".join(f"{c} = ?" for c in changed)
-                batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", rows)
-            nodes.written(r[-1] for r in rows)
-        self._unindex(batch)
-
-    def _unindex(self, batch: Batch) -> None:
-        """Take the stored text of the rows about to be written whole out of the full-text index
-        (`after_flush` indexes what replaces it). State-only updates never get here."""
+        """SQLite: take the stored text of the rows about to be written whole (new ones, rewritten
+        scenes) out of their beings' full-text tables (`after_flush` indexes what replaces it). Rows
+        changed in their state columns only are narrow updates (`NODES.narrow`) and never get here."""
         nodes = batch.nodes
         if not nodes.dirty:
             return
-        stored = not (nodes.complete and nodes.stored.isdisjoint(nodes.dirty))  # a rebuild's new rows
-        keys = self.fulltext.forget(batch.conn, nodes.physical, nodes.dirty, stored=stored)
-        if keys:
-            batch.scratch["fts_keys"] = keys
+        keys = nodes.whole_keys()
+        if not keys:
+            return
+        stored = not (nodes.complete and nodes.stored.isdisjoint(keys))  # else a rebuild's new rows
+        indexed = self.fulltext.forget(batch.conn, nodes.physical, keys, stored=stored)
+        if indexed:
+            batch.scratch["fts_keys"] = indexed
 
     def after_flush(self, batch: Batch) -> None:
-        """Index the rows written whole (new ones, rewritten scenes), as `_unindex` asked."""
+        """Index the rows written whole (new ones, rewritten scenes), as `before_commit` asked."""
         keys = batch.scratch.get("fts_keys")
         if keys:
             self.fulltext.index(batch.conn, batch.nodes.physical, keys)
@@ -226,11 +194,12 @@ class MemoryView(Projection):
             cluster["total_count"] += total
             batch.clusters.put(cluster)
 
-    def _save(self, batch: Batch, row: dict[str, Any], event: Any) -> None:
+    def _save(self, batch: Batch, row: dict[str, Any], event: Any, *, whole: bool = False) -> None:
+        """`whole`: a new row, or one changed outside `NODES.narrow` (written whole, text included)."""
         row["version"] = event.originator_version
         row["position"] = batch.position
         row["dying_cycle"] = _dying_cycle(row["importance"], row["last_activated_cycle"])
-        batch.nodes.put(row)
+        batch.nodes.put(row, whole=whole)
 
     def _set_status(self, batch: Batch, row: dict[str, Any], status: str) -> None:
         was_active = row["status"] == NodeStatus.ACTIVE
@@ -301,10 +270,9 @@ class MemoryView(Projection):
             "embedding_model": None,
             "created_at": at,
             "seq": batch.position,
-            _WHOLE_ROW: True,  # not a column: a new row is inserted whole (see `before_commit`)
         }
         self._count(batch, row["cluster_id"], active=1, total=1)
-        self._save(batch, row, e)
+        self._save(batch, row, e, whole=True)
 
     @handles(MemoryNode.Embedded)
     def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
@@ -366,8 +334,7 @@ class MemoryView(Projection):
             importance=e.importance,
             fresh=False,
         )
-        row[_WHOLE_ROW] = True
-        self._save(batch, row, e)
+        self._save(batch, row, e, whole=True)
 
     @handles(MemoryNode.FreshnessCleared)
     def _unfresh(self, batch: Batch, e: MemoryNode.FreshnessCleared) -> None:

@@ -22,8 +22,10 @@ from pydantic import BaseModel, Field
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
 from engram.domain.scene import Scene
+from engram.domain.text import check_text
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
+from engram.services.ports import Reads
 from engram.services.query_text import strip_words
 from engram.services.ranking import profile, rank
 from engram.services.thresholds import thresholds_for
@@ -106,7 +108,7 @@ def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
 
 
 class Reading:
-    def __init__(self, engram: Any, rng: random.Random | None = None) -> None:
+    def __init__(self, engram: Reads, rng: random.Random | None = None) -> None:
         self.e = engram
         self.rng = rng or random.Random()
 
@@ -115,7 +117,7 @@ class Reading:
     def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
         """The being's id, once the views it reads (`views`, default all) include the latest writes."""
         being_id = resolve_being_id(self.e.store, ref)
-        self.e.views.ensure(names=views)
+        self.e.views.ensure(names=views, being=being_id)
         return being_id
 
     def _reactivate(
@@ -132,9 +134,9 @@ class Reading:
             for node in nodes:
                 node.reactivate(source, being.cycle, at)
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
-            return self.e.store.save(*nodes, durable=False)  # type: ignore[no-any-return]
+            return self.e.store.save(*nodes, durable=False)
 
-        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)  # type: ignore[no-any-return]
+        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])
@@ -145,8 +147,7 @@ class Reading:
         text = text.strip()
         if not text:
             raise InvalidInput("the query text must not be empty")
-        if "\x00" in text:
-            raise InvalidInput("the query text must not contain NUL characters")
+        check_text("query", text)
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
         return text
@@ -198,8 +199,8 @@ class Reading:
             raise InvalidInput("give at least one search term")
         if len(words) > MAX_SEARCH_TERMS:
             raise InvalidInput(f"at most {MAX_SEARCH_TERMS} search terms")
-        if any("\x00" in w for w in words):
-            raise InvalidInput("search terms must not contain NUL characters")
+        for word in words:
+            check_text("a search term", word)
         if not 1 <= limit <= MAX_QUERY_K:
             raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
         being_id = self._being(being_ref)

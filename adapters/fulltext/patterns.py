@@ -58,6 +58,7 @@ def glob_contains(text: str) -> str:
 
 # -- PostgreSQL ---------------------------------------------------------------------------------------
 
+
 def like_contains(text: str) -> str:
     """`%text%` for LIKE … ESCAPE '\\': LIKE's wildcards (`%`, `_`) and the escape literal. No NUL:
     PostgreSQL's text refuses it."""
