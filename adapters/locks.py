@@ -2,24 +2,57 @@
 
 They keep two workers (or a worker and an in-process catch-up) from processing the same
 projection at once. The operating system releases a flock, and PostgreSQL an advisory lock, when
-the holder dies, so a SIGKILLed worker never leaves a stale lock behind.
+the holder dies, so a SIGKILLed worker never leaves a stale lock behind. `FileLocks` and
+`AdvisoryLocks` hand them out by name (the `services.ports.Locks` port).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-import psycopg
+if TYPE_CHECKING:
+    import psycopg
 
 
-class Lock(Protocol):
-    def try_acquire(self) -> bool: ...
+class FileLocks:
+    """Lock files under the data directory: a view's under `views/`, the others under `locks/`."""
 
-    def release(self) -> None: ...
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+
+    def view_lock(self, view: str, purpose: str) -> FileLock:
+        return FileLock(self._view_path(view, purpose))
+
+    def held_view_lock(self, view: str, purpose: str) -> HeldOpenFileLock:
+        return HeldOpenFileLock(self._view_path(view, purpose))
+
+    def named_lock(self, key: str) -> FileLock:
+        return FileLock(self.data_dir / "locks" / f"{key.replace(':', '-')}.lock")
+
+    def _view_path(self, view: str, purpose: str) -> Path:
+        return self.data_dir / "views" / f"{view}.{purpose}.lock"
+
+
+class AdvisoryLocks:
+    """PostgreSQL advisory locks, their keys scoped to the deployment's schema."""
+
+    def __init__(self, conninfo: str, schema: str | None) -> None:
+        self.conninfo = conninfo
+        self.scope = f"engram:{schema or 'public'}"
+
+    def view_lock(self, view: str, purpose: str) -> AdvisoryLock:
+        return AdvisoryLock(self.conninfo, f"{self.scope}:{purpose}:{view}")
+
+    def held_view_lock(self, view: str, purpose: str) -> HeldOpenAdvisoryLock:
+        return HeldOpenAdvisoryLock(self.conninfo, f"{self.scope}:{purpose}:{view}")
+
+    def named_lock(self, key: str) -> AdvisoryLock:
+        return AdvisoryLock(self.conninfo, f"{self.scope}:{key}")
 
 
 class FileLock:
@@ -45,7 +78,12 @@ class FileLock:
             pid = str(os.getpid()).encode()
             if os.pread(fd, len(pid) + 1, 0) != pid:
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, pid, 0)
+                try:
+                    os.pwrite(fd, pid, 0)
+                except OSError as exc:  # a full disk: the flock holds all the same (ADR 0030)
+                    if exc.errno != errno.ENOSPC:
+                        os.close(fd)
+                        raise
             self._fd = fd
             return True
 
@@ -91,7 +129,12 @@ class HeldOpenFileLock:
             pid = str(self._pid).encode()
             if os.pread(fd, len(pid) + 1, 0) != pid:  # see FileLock: rewrite only when it changed
                 os.ftruncate(fd, 0)
-                os.pwrite(fd, pid, 0)
+                try:
+                    os.pwrite(fd, pid, 0)
+                except OSError as exc:  # a full disk: the flock holds all the same
+                    if exc.errno != errno.ENOSPC:
+                        fcntl.flock(fd, fcntl.LOCK_UN)
+                        raise
             self._held = True
             return True
 
@@ -137,6 +180,8 @@ class AdvisoryLock:
     def try_acquire(self) -> bool:
         if self._conn is not None:
             return False
+        import psycopg  # here: a process on SQLite never loads it
+
         conn = psycopg.connect(self.conninfo, autocommit=True)
         row = conn.execute("SELECT pg_try_advisory_lock(hashtext(%s))", (self.key,)).fetchone()
         if not row or not row[0]:
@@ -176,6 +221,8 @@ class HeldOpenAdvisoryLock:
                 self._conn, self._held, self._pid = None, False, os.getpid()
             if self._held:
                 return False
+            import psycopg  # here: a process on SQLite never loads it
+
             try:
                 taken = self._try(self._connection())
             except psycopg.OperationalError:
@@ -190,6 +237,8 @@ class HeldOpenAdvisoryLock:
                 self._held = False
                 return
             self._held = False
+            import psycopg
+
             try:
                 self._conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (self.key,))
             except psycopg.Error:
@@ -208,6 +257,8 @@ class HeldOpenAdvisoryLock:
 
     def _connection(self) -> psycopg.Connection[tuple[object, ...]]:
         if self._conn is None or self._conn.closed:
+            import psycopg
+
             self._conn = psycopg.connect(self.conninfo, autocommit=True)
         return self._conn
 

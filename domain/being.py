@@ -13,6 +13,7 @@ from engram.domain.base import BeingScopedAggregate
 from engram.domain.cluster import ROOT_NAMES, Cluster
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import being_id_for_name, normalise_being_name, root_cluster_id
+from engram.domain.text import check_text
 
 MAX_NAME_CHARS = 64
 MAX_SOUL_CHARS = 64 * 1024
@@ -26,8 +27,9 @@ def validate_being_name(name: str) -> str:
         raise InvalidInput("a being's name must not be empty")
     if len(clean) > MAX_NAME_CHARS:
         raise InvalidInput(f"a being's name has at most {MAX_NAME_CHARS} characters")
+    check_text("name", clean)
     if any(not ch.isprintable() for ch in clean):
-        raise InvalidInput("a being's name must not contain control characters")
+        raise InvalidInput("a being's name must not contain control characters", field="name")
     return clean
 
 
@@ -36,10 +38,10 @@ def in_sleep_window(hour: int, start_hour: int, duration_hours: int) -> bool:
     return (hour - start_hour) % 24 < duration_hours
 
 
-def _check_text(label: str, text: str, limit: int) -> str:
+def _check_text(label: str, field: str, text: str, limit: int) -> str:
     if len(text) > limit:
-        raise InvalidInput(f"{label} has at most {limit} characters, got {len(text)}")
-    return text
+        raise InvalidInput(f"{label} has at most {limit} characters, got {len(text)}", field=field)
+    return check_text(field, text)
 
 
 class Being(BeingScopedAggregate):
@@ -146,10 +148,14 @@ class Being(BeingScopedAggregate):
         return {"Business": self.business_root_id, "Private": self.private_root_id}
 
     def define_soul(self, soul: str, at: datetime) -> None:
-        self._emit(self.SoulDefined, at, soul=_check_text("a soul", soul, MAX_SOUL_CHARS))
+        self._emit(self.SoulDefined, at, soul=_check_text("a soul", "soul", soul, MAX_SOUL_CHARS))
 
     def write_think_md(self, think_md: str, at: datetime) -> None:
-        self._emit(self.ThinkMdWritten, at, think_md=_check_text("think_md", think_md, MAX_THINK_MD_CHARS))
+        self._emit(
+            self.ThinkMdWritten,
+            at,
+            think_md=_check_text("think_md", "think_md", think_md, MAX_THINK_MD_CHARS),
+        )
 
     def write_diary(self, date: str, text: str, at: datetime) -> None:
         try:
@@ -157,7 +163,10 @@ class Being(BeingScopedAggregate):
         except ValueError:
             raise InvalidInput(f"diary date {date!r} is not YYYY-MM-DD") from None
         self._emit(
-            self.DiaryEntryWritten, at, date=date, text=_check_text("a diary entry", text, MAX_DIARY_CHARS)
+            self.DiaryEntryWritten,
+            at,
+            date=date,
+            text=_check_text("a diary entry", "diary", text, MAX_DIARY_CHARS),
         )
 
     def set_sleep_window(self, start_hour: int, duration_hours: int, at: datetime) -> None:

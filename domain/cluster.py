@@ -9,13 +9,14 @@ from eventsourcing.domain import Aggregate
 
 from engram.domain.base import BeingScopedAggregate
 from engram.domain.errors import ClusterDeleted, CrossBeingReference, InvalidInput, RootClusterImmutable
+from engram.domain.text import check_text
 
 ROOT_NAMES = ("Business", "Private")
 MAX_CLUSTER_NAME_CHARS = 120
 
 
 def _clean_name(name: str) -> str:
-    clean = " ".join(name.split())
+    clean = " ".join(check_text("cluster name", name).split())
     if not clean:
         raise InvalidInput("a cluster's name must not be empty")
     if len(clean) > MAX_CLUSTER_NAME_CHARS:

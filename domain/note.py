@@ -18,6 +18,7 @@ from engram.domain.scene import (
     parse_scene_text,
     validate_scene_object,
 )
+from engram.domain.text import check_text
 
 MAX_NOTE_TEXT_BYTES = MAX_SCENE_TEXT_BYTES
 MAX_IDEMPOTENCY_KEY_CHARS = 200
@@ -46,9 +47,8 @@ class ParseStatus(StrEnum):
 def check_note_text(text: str) -> None:
     if not text.strip():
         raise InvalidInput("a note's text must not be empty")
-    if "\x00" in text:
-        # PostgreSQL text cannot hold NUL: accepted here, it would stall the views that copy the text.
-        raise InvalidInput("a note's text must not contain NUL characters")
+    # Also the text of a scene that does not parse, which is kept as received (ADR 0029).
+    check_text("text", text)
     size = len(text.encode("utf-8"))
     if size > MAX_NOTE_TEXT_BYTES:
         raise PayloadTooLarge(
@@ -56,6 +56,18 @@ def check_note_text(text: str) -> None:
             limit=MAX_NOTE_TEXT_BYTES,
             size=size,
         )
+
+
+def check_note_refs(idempotency_key: str | None, source_ref: str | None) -> None:
+    """A note's idempotency key and source reference, as the log keeps them (and derives ids from)."""
+    if idempotency_key is not None:
+        if not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
+            raise InvalidInput(f"an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters")
+        check_text("idempotency_key", idempotency_key)
+    if source_ref is not None:
+        if not 0 < len(source_ref) <= MAX_SOURCE_REF_CHARS:
+            raise InvalidInput(f"a source reference has 1 to {MAX_SOURCE_REF_CHARS} characters")
+        check_text("source_ref", source_ref)
 
 
 class Note(BeingScopedAggregate):
@@ -191,10 +203,7 @@ class Note(BeingScopedAggregate):
                 f"unknown note kind {kind!r}; kinds are {', '.join(k.value for k in NoteKind)}"
             ) from None
         check_note_text(text)
-        if idempotency_key is not None and not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY_CHARS:
-            raise InvalidInput(f"an idempotency key has 1 to {MAX_IDEMPOTENCY_KEY_CHARS} characters")
-        if source_ref is not None and not 0 < len(source_ref) <= MAX_SOURCE_REF_CHARS:
-            raise InvalidInput(f"a source reference has 1 to {MAX_SOURCE_REF_CHARS} characters")
+        check_note_refs(idempotency_key, source_ref)
         parsed = parse_scene_text(text) if kind == NoteKind.SCENE else None
         note = cls._create(
             cls.Noted,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -28,6 +29,7 @@ from pydantic import (
 )
 
 from engram.domain.errors import InvalidScene
+from engram.domain.text import storable, text_problems
 
 MAX_SCENE_TEXT_BYTES = 64 * 1024
 """A scene note's raw text, UTF-8 encoded. Larger texts are refused before parsing."""
@@ -164,14 +166,39 @@ def _error_list(exc: ValidationError) -> list[dict[str, Any]]:
     return out
 
 
+def _field(path: str) -> str:
+    return path.removeprefix("scene.") if path != "scene" else path
+
+
 def validate_scene_object(obj: dict[str, Any]) -> SceneInput:
-    """Validate a JSON object as a scene; raise `InvalidScene` listing every problem."""
+    """Validate a JSON object as a scene; raise `InvalidScene` listing every problem.
+
+    Text that no store could keep (NUL, a lone surrogate: domain/text.py), anywhere in the object, is
+    one of the problems, named by its path (`actors.1`); the rest of the object is still checked.
+    """
+    return _validated(obj, may_hold_unstorable=True)
+
+
+def _validated(obj: dict[str, Any], *, may_hold_unstorable: bool) -> SceneInput:
+    nested = _nest(obj)
+    errors = (
+        [{"field": _field(path), "message": problem} for path, problem in text_problems(nested)]
+        if may_hold_unstorable
+        else []
+    )
     try:
-        return SceneInput.model_validate(_nest(obj))
+        scene = SceneInput.model_validate(storable(nested) if errors else nested)
     except ValidationError as exc:
-        errors = _error_list(exc)
+        errors += _error_list(exc)
+    if errors:
         summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
         raise InvalidScene(f"invalid scene: {summary}", errors) from None
+    return scene
+
+
+_MAY_DECODE_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]|\\u(?:[dD][89a-fA-F]|0000)")
+"""JSON text whose strings may hold NUL or a lone surrogate: the characters themselves, or an escape
+that may decode to one. Text without any (nearly all) needs no walk through the parsed object."""
 
 
 def parse_scene_text(text: str) -> SceneInput | ParseFailure:
@@ -186,4 +213,4 @@ def parse_scene_text(text: str) -> SceneInput | ParseFailure:
         return ParseFailure(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     if not isinstance(obj, dict):
         return ParseFailure(f"not a JSON object but a JSON {type(obj).__name__}")
-    return validate_scene_object(obj)
+    return _validated(obj, may_hold_unstorable=_MAY_DECODE_UNSTORABLE.search(text) is not None)

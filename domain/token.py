@@ -19,6 +19,7 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from engram.domain.errors import InvalidInput, InvalidTransition
+from engram.domain.text import check_text
 
 MAX_LABEL_CHARS = 200
 MAX_PREFIX_CHARS = 16
@@ -89,9 +90,9 @@ class ApiToken(Aggregate):
             raise InvalidInput("a token hash is 64 lowercase hex digits (SHA-256)")
         if not 0 < len(prefix) <= MAX_PREFIX_CHARS:
             raise InvalidInput(f"a token prefix has 1 to {MAX_PREFIX_CHARS} characters")
-        label = label.strip()
+        label = check_text("label", label.strip())
         if len(label) > MAX_LABEL_CHARS:
-            raise InvalidInput(f"a token label has at most {MAX_LABEL_CHARS} characters")
+            raise InvalidInput(f"a token label has at most {MAX_LABEL_CHARS} characters", field="label")
         return cls._create(
             cls.Issued,
             id=token_id,
@@ -106,8 +107,10 @@ class ApiToken(Aggregate):
     def revoke(self, reason: str, at: datetime) -> None:
         if self.revoked:
             raise InvalidTransition(f"token {self.prefix}… is already revoked", token_id=str(self.id))
-        if len(reason) > MAX_LABEL_CHARS:
-            raise InvalidInput(f"a revocation reason has at most {MAX_LABEL_CHARS} characters")
+        if len(check_text("reason", reason)) > MAX_LABEL_CHARS:
+            raise InvalidInput(
+                f"a revocation reason has at most {MAX_LABEL_CHARS} characters", field="reason"
+            )
         self.trigger_event(self.Revoked, being_id=self.being_id, timestamp=at, reason=reason)
 
     def summary(self) -> dict[str, Any]:

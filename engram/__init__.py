@@ -24,13 +24,24 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engram.domain.errors import DomainError, InvalidInput
-    from engram.services.api import Engram, NoteInput, Settings, open
+    from engram.services.api import ConfigurationError, Engram, NoteInput, Settings, open
     from engram.services.errors import Conflict, NotFound
 
-__all__ = ["Conflict", "DomainError", "Engram", "InvalidInput", "NotFound", "NoteInput", "Settings", "open"]
+__all__ = [
+    "ConfigurationError",
+    "Conflict",
+    "DomainError",
+    "Engram",
+    "InvalidInput",
+    "NotFound",
+    "NoteInput",
+    "Settings",
+    "open",
+]
 
 _HOMES = {
     "open": "engram.services.api",
+    "ConfigurationError": "engram.services.config",
     "Engram": "engram.services.api",
     "NoteInput": "engram.services.api",
     "Settings": "engram.services.api",

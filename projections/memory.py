@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import functools
 import json
-import re
-from collections.abc import Sequence
 from typing import Any
 
 from engram.domain import decay
 from engram.domain.cluster import Cluster
 from engram.domain.node import MemoryNode, NodeStatus
 from engram.projections.engine import Batch, Projection, handles
-from engram.projections.sql import ViewConnection, ViewDatabase, chunks
-from engram.projections.tables import MAX_IN_LIST, Index, TableSpec
+from engram.projections.fulltext.port import FullTextIndex
+from engram.projections.sql import ViewConnection, ViewDatabase
+from engram.projections.tables import Index, TableSpec
 
 NODES = TableSpec(
     name="nodes",
@@ -65,7 +64,25 @@ NODES = TableSpec(
         Index("sequence", ("being_id", "seq")),
         Index("changes", ("being_id", "position")),  # what changed since a position (ranking cache)
     ),
-    keeps_read=True,  # `MemoryView.before_commit` updates only the columns that changed
+    # What events after `Created` change, except `AbsorbedNodes` (it rewrites the scene: a whole row).
+    # A reactivation then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6, and the
+    # full-text index is left alone.
+    narrow=(
+        "cluster_id",
+        "status",
+        "fresh",
+        "pinned",
+        "importance",
+        "dying_cycle",
+        "last_activated_at",
+        "last_activated_cycle",
+        "reactivation_count",
+        "read_since_death",
+        "absorbed_into",
+        "embedding_model",
+        "version",
+        "position",
+    ),
 )
 
 CLUSTERS = TableSpec(
@@ -89,127 +106,11 @@ CLUSTERS = TableSpec(
 )
 
 
-FTS_COLUMNS = ("action", "actors", "when_json", "feeling", "themes", "setting", "dialogue")
-"""Indexed for `query`'s lexical relevance, in this order (bm25 weights in projections/queries.py)."""
-
-
-ACTOR_MARK = "zzactor"
-"""SQLite: what each word of the actors field is indexed with in front of it (ADR 0014). A name is then
-a term of its own, found by a seek: \"is this word one of the being's actors?\" and bm25 over the
-actors field read that term's few postings, not every posting of the word in the other fields."""
-
-_TOKEN = re.compile(r"[^\W_]+")
-"""A run of letters and digits: what FTS5's unicode61 tokenizer makes one token of."""
-
-
-def actor_term(word: str) -> str:
-    """The full-text term that stands for `word` in the actors field."""
-    return ACTOR_MARK + word
-
-
-def actor_tokens(actors: str | None) -> str:
-    """The actors field as the full-text index holds it: each token marked (`actor_term`)."""
-    return " ".join(actor_term(t) for t in _TOKEN.findall(actors or ""))
-
-
-_ACTORS_AT = FTS_COLUMNS.index("actors")
-FTS_FILL_SLICE = 5000
-"""Rows read at a time when a rebuild fills the beings' full-text tables."""
-
-
-def fts_values(rowid: int, values: Sequence[Any]) -> list[Any]:
-    """(rowid, indexed columns in `FTS_COLUMNS` order) as the full-text table takes them."""
-    out = [rowid, *values]
-    out[1 + _ACTORS_AT] = actor_tokens(values[_ACTORS_AT])
-    return out
-
-
-def fts_table(nodes: str, being_id: str) -> str:
-    """SQLite: the being's own full-text table over `nodes` (ADR 0012).
-
-    One FTS5 table per being: a query reads only its being's postings, and bm25's statistics
-    (document frequencies, average length) are its being's alone, so another being's memories
-    neither cost a query time nor move its scores.
-    """
-    return f"{nodes}_fts_{being_id.replace('-', '')}"
-
-
-def fts_registry(nodes: str) -> str:
-    """SQLite: the beings that have a full-text table; it exists once the generation's full-text
-    index is live (after a rebuild's bulk load, at once for a new view)."""
-    return f"{nodes}_fts_beings"
-
-
-def _fts_create(conn: ViewConnection, nodes: str, being_id: str) -> str:
-    fts = fts_table(nodes, being_id)
-    # Contentless: the index holds no copy of the text, and a `rebuild` that would index every
-    # being's rows cannot happen; rows leave it through the 'delete' command with their old values.
-    conn.execute(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {fts} USING fts5({', '.join(FTS_COLUMNS)}, content='', "
-        "tokenize='porter unicode61')"
-    )
-    conn.execute(f"INSERT OR IGNORE INTO {fts_registry(nodes)} (being_id) VALUES (?)", [being_id])
-    return fts
-
-
-def _fts_live(conn: ViewConnection, nodes: str) -> bool:
-    return (
-        conn.query_one(
-            "SELECT 1 AS live FROM sqlite_master WHERE type = 'table' AND name = ?", [fts_registry(nodes)]
-        )
-        is not None
-    )
-
-
-def _fts_by_being(rows: Sequence[dict[str, Any]], out: dict[str, list[list[Any]]]) -> None:
-    """Add rows (`rid`, `being_id`, the indexed columns) to `out` as the full-text tables take them."""
-    for row in rows:
-        out.setdefault(str(row["being_id"]), []).append(fts_values(row["rid"], [row[c] for c in FTS_COLUMNS]))
-
-
-def _fts_rows(conn: ViewConnection, nodes: str, keys: Sequence[str]) -> dict[str, list[list[Any]]]:
-    """(rowid, indexed columns) of the stored rows among `keys`, by being."""
-    out: dict[str, list[list[Any]]] = {}
-    for part in chunks(keys, MAX_IN_LIST):
-        marks = ", ".join("?" for _ in part)
-        _fts_by_being(
-            conn.query(
-                f"SELECT rowid AS rid, being_id, {', '.join(FTS_COLUMNS)} FROM {nodes} WHERE id IN ({marks})",
-                list(part),
-            ),
-            out,
-        )
-    return out
-
-
 _dying_cycle = functools.lru_cache(maxsize=4096)(decay.dying_cycle)
 """Every node event recomputes it, from few distinct (importance, cycle) pairs: a pure function, cached."""
 
 _to_json = json.JSONEncoder(ensure_ascii=False).encode
 """`json.dumps(..., ensure_ascii=False)` without building an encoder per call (three per new node)."""
-
-
-_STATE_COLUMNS = (
-    "cluster_id",
-    "status",
-    "fresh",
-    "pinned",
-    "importance",
-    "dying_cycle",
-    "last_activated_at",
-    "last_activated_cycle",
-    "reactivation_count",
-    "read_since_death",
-    "absorbed_into",
-    "embedding_model",
-    "version",
-    "position",
-)
-"""The node columns that events after `Created` change, except `AbsorbedNodes` (it rewrites the scene).
-
-A handler that changes any other column of an existing row marks it `_WHOLE_ROW`."""
-
-_WHOLE_ROW = "_whole_row"
 
 
 def _when(scene: dict[str, Any]) -> str:
@@ -223,57 +124,21 @@ class MemoryView(Projection):
     schema_version = 6
     tables = (NODES, CLUSTERS)
 
+    def __init__(self, fulltext: FullTextIndex) -> None:
+        self.fulltext = fulltext
+        """The store's own full-text index over the nodes, kept here in the view's transactions."""
+
     def create_indexes(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
-        """The indexes, plus the store's own full-text index over the nodes (FTS5 / PostgreSQL tsvector).
+        """The indexes, plus the full-text index over the nodes.
 
         A rebuild calls this after its bulk load: the full-text index is then built once over the rows
         instead of being updated for every write.
         """
         super().create_indexes(db, conn, generation)
-        nodes = db.table("nodes", generation)
-        cols = ", ".join(FTS_COLUMNS)
-        if db.dialect == "sqlite":
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {fts_registry(nodes)} (being_id TEXT PRIMARY KEY)")
-            # Indexes the rows already loaded (none on a new view); from now on every batch keeps the
-            # beings' tables current (`_fts_forget`, `after_flush`).
-            marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
-            last = 0
-            while True:  # in rowid order, a slice at a time: a rebuild's rows never all sit in memory
-                rows = conn.query(
-                    f"SELECT rowid AS rid, being_id, {cols} FROM {nodes} WHERE rowid > ? "
-                    f"ORDER BY rowid LIMIT {FTS_FILL_SLICE}",
-                    [last],
-                )
-                if not rows:
-                    break
-                last = rows[-1]["rid"]
-                by_being: dict[str, list[list[Any]]] = {}
-                _fts_by_being(rows, by_being)
-                for being_id, values in by_being.items():
-                    fts = _fts_create(conn, nodes, being_id)
-                    conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES ({marks})", values)
-        else:
-            conn.execute(
-                f"ALTER TABLE {nodes} ADD COLUMN IF NOT EXISTS tsv tsvector GENERATED ALWAYS AS ("
-                "setweight(to_tsvector('english', coalesce(action, '')), 'A') || "
-                "setweight(to_tsvector('english', coalesce(actors, '') || ' ' || coalesce(when_json, '')), 'B') || "
-                "setweight(to_tsvector('english', coalesce(feeling, '') || ' ' || coalesce(themes, '') || ' ' || "
-                "coalesce(setting, '') || ' ' || coalesce(dialogue, '')), 'C')) STORED"
-            )
-            conn.execute(f"CREATE INDEX IF NOT EXISTS {nodes}_tsv ON {nodes} USING GIN (tsv)")
+        self.fulltext.create(conn, db.table("nodes", generation))
 
     def drop_schema(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
-        if db.dialect == "sqlite":
-            nodes = db.table("nodes", generation)
-            # The beings' full-text tables (and, from schema 3, the one shared table); their shadow
-            # tables go with them.
-            for row in conn.query(
-                "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE%' "
-                "AND name LIKE ? ESCAPE '\\'",
-                [nodes.replace("_", "\\_") + "\\_fts%"],
-            ):
-                conn.execute(f"DROP TABLE IF EXISTS {row['name']}")
-            conn.execute(f"DROP TABLE IF EXISTS {fts_registry(nodes)}")
+        self.fulltext.drop(conn, db.table("nodes", generation))
         super().drop_schema(db, conn, generation)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
@@ -290,65 +155,25 @@ class MemoryView(Projection):
         batch.clusters.prefetch(batch.conn, cluster_ids)
 
     def before_commit(self, batch: Batch) -> None:
-        """Write node rows whose text did not change with an UPDATE of the state columns that changed.
-
-        Most node events (a status change, a reactivation) change a few small columns; upserting the
-        whole row rewrites the scene's text and makes the full-text trigger compare it (about half
-        the cost of a patrol's memory view). SQLite rewrites every index on a column an UPDATE sets,
-        changed or not, so only the columns that differ from the row as read are set: a reactivation
-        then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6. A row not read in this
-        batch (a rebuild's) gets every state column. Rows left dirty (new ones, rewritten scenes) are
-        upserted whole by the batch as usual.
-        """
+        """SQLite: take the stored text of the rows about to be written whole (new ones, rewritten
+        scenes) out of their beings' full-text tables (`after_flush` indexes what replaces it). Rows
+        changed in their state columns only are narrow updates (`NODES.narrow`) and never get here."""
         nodes = batch.nodes
-        by_columns: dict[tuple[str, ...], list[list[Any]]] = {}
-        for key in nodes.dirty:
-            row = nodes.rows[key]
-            if row is None or _WHOLE_ROW in row:
-                continue
-            before = nodes.read.get(key)
-            changed = (
-                _STATE_COLUMNS if before is None else tuple(c for c in _STATE_COLUMNS if row[c] != before[c])
-            )
-            by_columns.setdefault(changed, []).append([*(row[c] for c in changed), key])
-            if before is not None:
-                before.update((c, row[c]) for c in changed)
-        for changed, rows in by_columns.items():
-            if changed:
-                sets = ", ".join(f"{c} = ?" for c in changed)
-                batch.conn.executemany(f"UPDATE {nodes.physical} SET {sets} WHERE id = ?", rows)
-            nodes.written(r[-1] for r in rows)
-        self._fts_forget(batch)
-
-    def _fts_forget(self, batch: Batch) -> None:
-        """SQLite: take the stored text of the rows about to be written whole out of their beings'
-        full-text tables (`after_flush` indexes what replaces it). State-only updates never get here."""
-        nodes = batch.nodes
-        if batch.conn.dialect != "sqlite" or not nodes.dirty or not _fts_live(batch.conn, nodes.physical):
+        if not nodes.dirty:
             return
-        keys = sorted(nodes.dirty)
-        batch.scratch["fts_keys"] = keys
-        if nodes.complete and nodes.stored.isdisjoint(nodes.dirty):
-            return  # a rebuild's new rows: none is stored yet
-        cols = ", ".join(FTS_COLUMNS)
-        for being_id, rows in _fts_rows(batch.conn, nodes.physical, keys).items():
-            fts = fts_table(nodes.physical, being_id)
-            marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
-            batch.conn.executemany(
-                f"INSERT INTO {fts}({fts}, rowid, {cols}) VALUES ('delete', {marks})", rows
-            )
-
-    def after_flush(self, batch: Batch) -> None:
-        """SQLite: index the rows written whole (new ones, rewritten scenes) in their beings' tables."""
-        keys = batch.scratch.get("fts_keys")
+        keys = nodes.whole_keys()
         if not keys:
             return
-        nodes = batch.nodes.physical
-        cols = ", ".join(FTS_COLUMNS)
-        marks = ", ".join("?" for _ in range(len(FTS_COLUMNS) + 1))
-        for being_id, rows in _fts_rows(batch.conn, nodes, keys).items():
-            fts = _fts_create(batch.conn, nodes, being_id)
-            batch.conn.executemany(f"INSERT INTO {fts}(rowid, {cols}) VALUES ({marks})", rows)
+        stored = not (nodes.complete and nodes.stored.isdisjoint(keys))  # else a rebuild's new rows
+        indexed = self.fulltext.forget(batch.conn, nodes.physical, keys, stored=stored)
+        if indexed:
+            batch.scratch["fts_keys"] = indexed
+
+    def after_flush(self, batch: Batch) -> None:
+        """Index the rows written whole (new ones, rewritten scenes), as `before_commit` asked."""
+        keys = batch.scratch.get("fts_keys")
+        if keys:
+            self.fulltext.index(batch.conn, batch.nodes.physical, keys)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -369,11 +194,12 @@ class MemoryView(Projection):
             cluster["total_count"] += total
             batch.clusters.put(cluster)
 
-    def _save(self, batch: Batch, row: dict[str, Any], event: Any) -> None:
+    def _save(self, batch: Batch, row: dict[str, Any], event: Any, *, whole: bool = False) -> None:
+        """`whole`: a new row, or one changed outside `NODES.narrow` (written whole, text included)."""
         row["version"] = event.originator_version
         row["position"] = batch.position
         row["dying_cycle"] = _dying_cycle(row["importance"], row["last_activated_cycle"])
-        batch.nodes.put(row)
+        batch.nodes.put(row, whole=whole)
 
     def _set_status(self, batch: Batch, row: dict[str, Any], status: str) -> None:
         was_active = row["status"] == NodeStatus.ACTIVE
@@ -444,10 +270,9 @@ class MemoryView(Projection):
             "embedding_model": None,
             "created_at": at,
             "seq": batch.position,
-            _WHOLE_ROW: True,  # not a column: a new row is inserted whole (see `before_commit`)
         }
         self._count(batch, row["cluster_id"], active=1, total=1)
-        self._save(batch, row, e)
+        self._save(batch, row, e, whole=True)
 
     @handles(MemoryNode.Embedded)
     def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
@@ -509,8 +334,7 @@ class MemoryView(Projection):
             importance=e.importance,
             fresh=False,
         )
-        row[_WHOLE_ROW] = True
-        self._save(batch, row, e)
+        self._save(batch, row, e, whole=True)
 
     @handles(MemoryNode.FreshnessCleared)
     def _unfresh(self, batch: Batch, e: MemoryNode.FreshnessCleared) -> None:

@@ -1,17 +1,17 @@
 """Queries on the SQL views. Every query that reads memory takes the being it is scoped to.
 
 Queries read the active generation of each view, so a rebuild's switch is seen at the next call.
+Searching text is `projections/fulltext/`'s work, ranking `services/ranking.py`'s; both read through
+a `ReadModels` (`reading`), so a `snapshot` holds their reads too.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import UUID
 
 import numpy as np
@@ -19,9 +19,9 @@ import numpy.typing as npt
 
 from engram.projections import engine
 from engram.projections.beings import BEINGS, DIARY
-from engram.projections.memory import CLUSTERS, FTS_COLUMNS, NODES, actor_term, fts_table
+from engram.projections.fulltext.port import Condition
+from engram.projections.memory import CLUSTERS, NODES
 from engram.projections.notes import NOTES
-from engram.projections.overlap import Overlap
 from engram.projections.patrol_runs import RUNS
 from engram.projections.ranking_cache import BeingRanking, RankingCache
 from engram.projections.sql import ViewConnection, ViewDatabase, chunks
@@ -31,34 +31,6 @@ from engram.projections.vectors import VECTOR_NODES
 Row = dict[str, Any]
 T = TypeVar("T")
 
-WORD = re.compile(r"\w+", re.UNICODE)
-
-_ENGLISH_STOP = """
-    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
-    her hers herself it its itself they them their theirs themselves what which who whom this that
-    these those am is are was were be been being have has had having do does did doing a an the and
-    but if or because as until while of at by for with about against between into through during
-    before after above below to from up down in out on off over under again further then once here
-    there when where why how all any both each few more most other some such no nor not only own
-    same so than too very s t can will just don should now
-"""
-STOPWORDS = frozenset(_ENGLISH_STOP.split())
-"""PostgreSQL's `english` stop words (Snowball): `lexical` drops them on both backends, so SQLite's
-full-text index neither ranks a node for sharing "the" with the query nor scores every node for it."""
-
-FTS_WEIGHTS = dict(zip(FTS_COLUMNS, (1.0, 1.0, 0.6, 0.4, 0.6, 0.3, 0.4), strict=True)).values()
-"""bm25 column weights: action and actors count most (names match the actors only, see `lexical`); when
-and the themes next; feeling, setting, dialogue least."""
-
-
-def query_terms(text: str) -> list[str]:
-    """The words `lexical` searches for: lower-cased, deduplicated, without stop words and 1-letter words."""
-    return list(
-        dict.fromkeys(
-            t for t in WORD.findall(text.lower()) if (len(t) > 1 or t.isdigit()) and t not in STOPWORDS
-        )
-    )
-
 
 def _decode_node(row: Row) -> Row:
     row = NODES.normalise(row)
@@ -66,9 +38,6 @@ def _decode_node(row: Row) -> Row:
     row["scene"] = json.loads(row.pop("scene_json")) if row.get("scene_json") else {}
     row["emotion"] = json.loads(row.pop("emotion_json")) if row.get("emotion_json") else None
     return row
-
-
-Hits = list[tuple[str, float]]
 
 
 def _padded(values: Sequence[T], step: int = 16) -> list[T]:
@@ -81,23 +50,6 @@ def _padded(values: Sequence[T], step: int = 16) -> list[T]:
     return out
 
 
-def _like(text: str) -> str:
-    """`%text%` for LIKE … ESCAPE '\\'."""
-    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-
-
-def _glob_ci(text: str) -> str:
-    """`*text*` for SQLite GLOB, each cased letter a class of its case variants, wildcards literal."""
-    out = []
-    for c in text:
-        if c in "*?[":
-            out.append(f"[{c}]")
-            continue
-        variants = sorted({v for v in (c, c.lower(), c.upper()) if len(v) == 1})
-        out.append(f"[{''.join(variants)}]" if len(variants) > 1 else c)
-    return "*" + "".join(out) + "*"
-
-
 def _scoped(column: str, db: ViewDatabase, by_id: bool) -> str:
     """`column = ?`; for a lookup by id on SQLite, `+column = ?`.
 
@@ -108,173 +60,6 @@ def _scoped(column: str, db: ViewDatabase, by_id: bool) -> str:
     return f"+{column} = ?" if by_id and db.dialect == "sqlite" else f"{column} = ?"
 
 
-_BM25_RANK = "bm25(" + ", ".join(str(w) for w in FTS_WEIGHTS) + ")"
-_BM25_TEXT = "%!.17g"
-"""SQLite's `printf` format for a bm25 score: 17 significant digits, which Python reads back as the
-same float for any magnitude bm25 can reach (`tests/unit/test_fts_scores_text.py`)."""
-LEXICAL_SLACK = 20
-"""Extra full-text rows fetched beyond `limit`, for the rows `_fts_top` drops (other statuses, ties)."""
-
-LEXICAL_BUDGET = 200
-"""How many postings of a being's full-text index one query ranks exactly (ADR 0012): the rarest
-terms whose matches add up to this many are selective; the others are common."""
-
-LEXICAL_WINDOW = 100
-"""Rows that match only common terms are ranked among the newest this many of them (ADR 0012)."""
-
-
-def _fts_top(
-    conn: Any,
-    nodes: str,
-    fts: str,
-    match: str,
-    limit: int,
-    statuses: set[str],
-    *,
-    min_rowid: int | None = None,
-) -> Hits:
-    """The `limit` best rows of an FTS5 match among `statuses` by bm25, best first (ties by id).
-
-    FTS5 sorts by `rank` inside the index and keeps the top rows, so only those are joined to the
-    nodes (ids, statuses) instead of every match; a few more than `limit` are
-    fetched for the rows of other statuses, and more are asked for in the rare case that is not
-    enough. Rows with exactly the same bm25 across the cut are taken in rowid (noting) order.
-    `min_rowid`: only rows from it on.
-
-    The rows come back as one text, joined inside the statement: SQLite then does the whole join
-    in one step, without the GIL, while the vector search holds it (ADR 0017), where row by row
-    each row waited for it. `_BM25_TEXT` writes a score so that it reads back as the same float.
-    """
-    fetch = limit + LEXICAL_SLACK
-    while True:  # one statement text for every call: preparing it costs more than running it
-        row = conn.query_one(
-            f"SELECT group_concat(printf('%d %s %s {_BM25_TEXT}', t.rowid, n.id, n.status, -t.rank), "
-            f"char(10)) AS hits FROM (SELECT rowid, rank FROM {fts} WHERE {fts} MATCH ? AND rank MATCH ? "
-            f"AND rowid >= ? ORDER BY rank, rowid LIMIT ?) AS t JOIN {nodes} n ON n.rowid = t.rowid",
-            [match, _BM25_RANK, min_rowid or 0, fetch],
-        )
-        found = [hit.split(" ") for hit in row["hits"].split("\n")] if row and row["hits"] else []
-        kept = [
-            (float(score), -int(rowid), node_id)
-            for rowid, node_id, status, score in found
-            if status in statuses
-        ]
-        kept.sort(reverse=True)  # best score first, then the lower rowid
-        if len(kept) >= limit or len(found) < fetch:
-            return sorted(
-                ((node_id, score) for score, _, node_id in kept[:limit]), key=lambda hit: (-hit[1], hit[0])
-            )
-        fetch *= 4
-
-
-def _postings(conn: Any, fts: str, phrases: Sequence[str], cap: int) -> list[int]:
-    """How many rows match each phrase, counted up to `cap` (one statement; each count stops there)."""
-    rows = conn.query(
-        "SELECT "
-        + ", ".join(
-            f"(SELECT count(*) FROM (SELECT 1 FROM {fts} WHERE {fts} MATCH ? LIMIT {int(cap)})) AS n{i}"
-            for i in range(len(phrases))
-        ),
-        list(phrases),
-    )
-    return [int(rows[0][f"n{i}"]) for i in range(len(phrases))]
-
-
-def _fts_ranked(
-    conn: Any,
-    nodes: str,
-    fts: str,
-    phrases: Sequence[str],
-    limit: int,
-    statuses: set[str],
-) -> tuple[list[Callable[[], Hits]], Callable[[list[Hits]], Hits]]:
-    """bm25 top `limit` for the OR of `phrases`, with the work bounded by the being's index (ADR 0012),
-    as the statements that rank (to run in `conn`'s transaction, in any thread, ADR 0017) and how to
-    merge their lists. The cheap statements that plan them run here.
-
-    Exact while the query's postings fit `LEXICAL_BUDGET` (every small being, most queries). Beyond
-    it, like a common-terms query: every row holding one of the selective (rarest) terms is ranked
-    exactly — with the common terms' contributions, from a second query that requires one of each —
-    and rows holding only common terms are ranked among the newest `LEXICAL_WINDOW` of them.
-
-    A phrase adds the same to a row's bm25 in any query (its statistics are the index's), so a query
-    whose phrases include every term a row holds scores it exactly and the others score it lower:
-    the best score per row over the lists is exact, and so is the top of their union.
-    """
-    counts = _postings(conn, fts, phrases, LEXICAL_BUDGET + 1)
-    present = sorted((n, i) for i, n in enumerate(counts) if n > 0)
-    merge = partial(_best_per_row, limit=limit)
-    if not present:
-        return [], merge
-    chosen: set[int] = set()
-    spent = 0
-    for n, i in present:
-        if spent + n > LEXICAL_BUDGET:
-            break
-        chosen.add(i)
-        spent += n
-    # In the query's own order: bm25 then sums in the same order, to the last bit, as one OR would.
-    selective = [p for i, p in enumerate(phrases) if i in chosen]
-    common = [p for i, p in enumerate(phrases) if i not in chosen and counts[i] > 0]
-
-    def top(match: str, min_rowid: int | None = None) -> Callable[[], Hits]:
-        return lambda: _fts_top(conn, nodes, fts, match, limit, statuses, min_rowid=min_rowid)
-
-    if not common:
-        return [top(" OR ".join(selective))], merge
-    any_common = " OR ".join(common)
-    floor = conn.query_one(
-        f"SELECT rowid FROM {fts} WHERE {fts} MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-        [any_common, LEXICAL_WINDOW - 1],
-    )
-    # The common terms' statements first: their bm25 walks every posting of those terms.
-    jobs = [top(any_common, None if floor is None else floor["rowid"])]
-    if selective:
-        any_selective = " OR ".join(selective)
-        jobs += [top(f"({any_selective}) AND ({any_common})"), top(any_selective)]
-    return jobs, merge
-
-
-def _best_per_row(lists: list[Hits], limit: int) -> Hits:
-    """The best `limit` of the union of ranked lists, each row at its best score (ties by id)."""
-    if len(lists) == 1:
-        return lists[0][:limit]
-    best: dict[str, float] = {}
-    for hits in lists:
-        for node_id, score in hits:
-            if score > best.get(node_id, float("-inf")):
-                best[node_id] = score
-    return sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))[:limit]
-
-
-def _ts_ranked(
-    conn: Any,
-    nodes: str,
-    being_id: UUID,
-    terms: Sequence[str],
-    names: Collection[str],
-    limit: int,
-    statuses: Sequence[str],
-) -> Hits:
-    """PostgreSQL's ts_rank_cd top `limit` for the OR of `terms`; weight B holds the actors (and the
-    `when` text): names match there only."""
-    marks = ", ".join("?" for _ in statuses)
-    found = conn.query(
-        f"SELECT id, ts_rank_cd(tsv, q) AS score FROM {nodes}, "
-        f"to_tsquery('english', ?) q WHERE being_id = ? AND status IN ({marks}) AND tsv @@ q "
-        "ORDER BY score DESC, id LIMIT ?",
-        [" | ".join(f"{t}:B" if t in names else t for t in terms), str(being_id), *statuses, limit],
-    )
-    return [(str(r["id"]), float(r["score"])) for r in found]
-
-
-def _being_fts(conn: Any, nodes: str, being_id: UUID) -> str | None:
-    """The being's full-text table, or None before it has one (no node yet)."""
-    fts = fts_table(nodes, str(being_id))
-    found = conn.query_one("SELECT 1 AS hit FROM sqlite_master WHERE type = 'table' AND name = ?", [fts])
-    return fts if found is not None else None
-
-
 class ReadModels:
     """Read access to the views of one deployment (`Views.dbs`)."""
 
@@ -283,14 +68,11 @@ class ReadModels:
         dbs: dict[str, ViewDatabase],
         projections: dict[str, engine.Projection],
         ranking: RankingCache | None = None,
-        overlap: Overlap | None = None,
     ) -> None:
         self.dbs = dbs
         self.projections = projections
         self._ranking = ranking if ranking is not None else RankingCache()
-        self._overlap = overlap if overlap is not None else Overlap()
-        self._local = threading.local()  # each thread's held snapshots (see `_held`)
-        self._fts: dict[tuple[str, UUID], str] = {}
+        self._local = threading.local()  # each thread's held snapshots (see `_held`) and lending
 
     @property
     def _held(self) -> dict[str, tuple[ViewConnection, dict[str, str]]]:
@@ -304,6 +86,16 @@ class ReadModels:
     def _not_lent(self) -> None:
         if getattr(self._local, "lent", False):
             raise RuntimeError("no reads in `lexical_alongside`'s alongside: the connection is the worker's")
+
+    @contextmanager
+    def lending(self) -> Iterator[None]:
+        """This thread's connections are lent to a worker for the block (ADR 0017): a read through
+        this instance on this thread meanwhile raises instead of sharing one."""
+        self._local.lent = True
+        try:
+            yield
+        finally:
+            self._local.lent = False
 
     @contextmanager
     def snapshot(self, *views: str) -> Iterator[ReadModels]:
@@ -322,7 +114,7 @@ class ReadModels:
             yield self
 
     @contextmanager
-    def _reading(self, view: str) -> Iterator[tuple[ViewConnection, dict[str, str]]]:
+    def reading(self, view: str) -> Iterator[tuple[ViewConnection, dict[str, str]]]:
         """A connection in a read transaction on `view` and its active tables: the snapshot's if one
         is held, else a transaction of its own."""
         self._not_lent()
@@ -334,20 +126,10 @@ class ReadModels:
         with db.read() as conn:
             yield conn, engine.read_tables(conn, db, self.projections[view])
 
-    def _being_fts(self, conn: ViewConnection, nodes: str, being_id: UUID) -> str | None:
-        """The being's full-text table, or None before it has one (no node yet). Found once per
-        instance: a table, once there, stays for its generation, whose name it carries."""
-        fts = self._fts.get((nodes, being_id))
-        if fts is None:
-            fts = _being_fts(conn, nodes, being_id)
-            if fts is not None:
-                self._fts[(nodes, being_id)] = fts
-        return fts
-
     def _select(
         self, view: str, spec: TableSpec, where: str, params: Sequence[Any], tail: str = ""
     ) -> list[Row]:
-        with self._reading(view) as (conn, tables):
+        with self.reading(view) as (conn, tables):
             table = tables[spec.name]
             rows = conn.query(f"SELECT {spec.select_list} FROM {table} WHERE {where} {tail}", list(params))
         return [spec.normalise(r) for r in rows]
@@ -387,30 +169,38 @@ class ReadModels:
         created_since: str | None = None,
         order: str = "created_at",
         limit: int | None = None,
+        where: Condition | None = None,
     ) -> list[Row]:
-        where: list[str] = [_scoped("being_id", self.dbs["memory"], ids is not None)]
+        """The being's nodes, filtered; `where`: a condition on their columns and its parameters
+        (the full-text index's keyword match, `FullTextIndex.contains`)."""
+        conditions = [_scoped("being_id", self.dbs["memory"], ids is not None)]
         params: list[Any] = [str(being_id)]
         if statuses:
-            where.append(f"status IN ({', '.join('?' for _ in statuses)})")
+            conditions.append(f"status IN ({', '.join('?' for _ in statuses)})")
             params += list(statuses)
         if cluster_id is not None:
-            where.append("cluster_id = ?")
+            conditions.append("cluster_id = ?")
             params.append(str(cluster_id))
         if fresh is not None:
-            where.append("fresh = ?")
+            conditions.append("fresh = ?")
             params.append(fresh)
         if ids is not None:
             if not ids:
                 return []
             padded = _padded([str(i) for i in ids])
-            where.append(f"id IN ({', '.join('?' for _ in padded)})")
+            conditions.append(f"id IN ({', '.join('?' for _ in padded)})")
             params += padded
         if created_since is not None:
-            where.append("created_at >= ?")
+            conditions.append("created_at >= ?")
             params.append(created_since)
+        if where is not None:
+            conditions.append(f"({where[0]})")
+            params += where[1]
         order_by = {"created_at": "created_at, id", "recent": "last_activated_at DESC, id"}[order]
         tail = f"ORDER BY {order_by}" + (f" LIMIT {int(limit)}" if limit else "")
-        return [_decode_node(r) for r in self._select("memory", NODES, " AND ".join(where), params, tail)]
+        return [
+            _decode_node(r) for r in self._select("memory", NODES, " AND ".join(conditions), params, tail)
+        ]
 
     def dying_candidates(self, being_id: UUID, cycle: int) -> list[Row]:
         """Spec ❸: active, unpinned nodes whose effective importance is ≤ 0.05 at `cycle` (indexed)."""
@@ -461,7 +251,7 @@ class ReadModels:
 
     def vector_models(self, kind: str = "nodes") -> list[str]:
         """The embedding models with a collection of `kind` (`nodes`, `centroids`) in the active generation."""
-        with self._reading("vectors") as (conn, tables):
+        with self.reading("vectors") as (conn, tables):
             table = tables["collections"]
             rows = conn.query(f"SELECT model FROM {table} WHERE kind = ? ORDER BY model", [kind])
         return [str(r["model"]) for r in rows]
@@ -475,151 +265,13 @@ class ReadModels:
             "ORDER BY created_at, id",
         )
 
-    def lexical(
-        self,
-        being_id: UUID,
-        text: str,
-        limit: int,
-        statuses: Sequence[str] = ("active", "dying"),
-        *,
-        actors: Collection[str] = (),
-    ) -> Hits:
-        """Node ids ranked by the store's own full-text index (FTS5 bm25 / PostgreSQL ts_rank_cd), best first.
-
-        Terms are ORed: a node matching more of them, rarer ones, ranks higher. English stop words are
-        dropped (PostgreSQL's `english` configuration drops them anyway). Terms in `actors` (names the
-        query shares with the being's actors, see `actor_terms`) match the actors field only: "Mina"
-        finds what Mina did, not every line that greets her (ADR 0008).
-        """
-        hits, _ = self._lexical(being_id, text, limit, statuses, actors, None)
-        return hits
-
-    def lexical_alongside(
-        self,
-        alongside: Callable[[], T],
-        being_id: UUID,
-        text: str,
-        limit: int,
-        statuses: Sequence[str] = ("active", "dying"),
-        *,
-        actors: Collection[str] = (),
-    ) -> tuple[Hits, T]:
-        """`lexical`, and `alongside()` run on this thread while the ranking statements run on a worker
-        (ADR 0017). `alongside` must not read the views: their connection is the worker's meanwhile."""
-        hits, other = self._lexical(being_id, text, limit, statuses, actors, alongside)
-        return hits, cast(T, other)
-
-    def _lexical(
-        self,
-        being_id: UUID,
-        text: str,
-        limit: int,
-        statuses: Sequence[str],
-        actors: Collection[str],
-        alongside: Callable[[], T] | None,
-    ) -> tuple[Hits, T | None]:
-        terms = query_terms(text)
-        if not terms or not statuses:
-            return [], alongside() if alongside is not None else None
-        names = {a.lower() for a in actors}
-        db = self.dbs["memory"]
-        with self._reading("memory") as (conn, tables):
-            nodes = tables["nodes"]
-            jobs: list[Callable[[], Hits]] = []
-            merge: Callable[[list[Hits]], Hits] = partial(_best_per_row, limit=limit)
-            if db.dialect == "sqlite":
-                fts = self._being_fts(conn, nodes, being_id)
-                if fts is not None:
-                    phrases = [f'"{actor_term(t)}"' if t in names else f'"{t}"' for t in terms]
-                    jobs, merge = _fts_ranked(conn, nodes, fts, phrases, limit, set(statuses))
-            else:
-                jobs = [partial(_ts_ranked, conn, nodes, being_id, terms, names, limit, statuses)]
-            if alongside is None:
-                return merge([job() for job in jobs]), None
-            self._local.lent = True
-            try:
-                results, other = self._overlap.run(jobs, alongside)
-            finally:
-                self._local.lent = False
-        return merge(results), other
-
-    def actor_terms(self, being_id: UUID, text: str) -> set[str]:
-        """The words of `text` that name one of the being's actors (an indexed lookup per word)."""
-        words = [t for t in query_terms(text) if not t.isdigit()]
-        if not words:
-            return set()
-        db = self.dbs["memory"]
-        found: set[str] = set()
-        with self._reading("memory") as (conn, tables):
-            nodes = tables["nodes"]
-            if db.dialect == "sqlite":  # one statement: a round trip per word costs more than the lookups
-                fts = self._being_fts(conn, nodes, being_id)
-                if fts is None:
-                    return set()
-                for part in chunks(words, 200):  # SQLite allows 500 terms in a compound SELECT
-                    params: list[Any] = []
-                    for word in part:  # a seek to the word's actor term (ADR 0014)
-                        params += [word, f'"{actor_term(word)}"']
-                    rows = conn.query(
-                        " UNION ALL ".join(
-                            f"SELECT ? AS word WHERE EXISTS (SELECT 1 FROM {fts} WHERE {fts} MATCH ?)"
-                            for _ in part
-                        ),
-                        params,
-                    )
-                    found.update(str(r["word"]) for r in rows)
-                return found
-            for word in words:
-                hit = conn.query_one(
-                    f"SELECT 1 AS hit FROM {nodes} WHERE being_id = ? "
-                    "AND tsv @@ to_tsquery('english', ?) LIMIT 1",
-                    [str(being_id), f"{word}:B"],
-                )
-                if hit is not None:
-                    found.add(word)
-        return found
-
     def ranking(self, being_id: UUID) -> BeingRanking:
         """What `query` ranks on for the being's nodes (`RankingCache`), at least as new as this
         read's state of the memory view."""
         db, projection = self.dbs["memory"], self.projections["memory"]
-        with self._reading("memory") as (conn, tables):
+        with self.reading("memory") as (conn, tables):
             _, position = engine.active_position(conn, db, projection)
             return self._ranking.current(conn, db.dialect, tables["nodes"], being_id, position)
-
-    def search(self, being_id: UUID, terms: Sequence[str], mode: str = "or", limit: int = 50) -> list[Row]:
-        """The spec's `search_memory`: case-insensitive substring match of each term on action, feeling,
-        the JSON text of `when`, and element equality on themes; `or` (default) or `and` over the terms.
-
-        SQLite's LOWER and LIKE fold ASCII only, so there each term becomes a GLOB pattern with a
-        character class per cased letter (`Über` → `*[Üü][Bb][Ee][Rr]*`): both backends then fold
-        Unicode letters alike.
-        """
-        sqlite = self.dbs["memory"].dialect == "sqlite"
-        clauses, params = [], []
-        for term in terms:
-            quoted = json.dumps(term, ensure_ascii=False)  # a theme is one JSON string in the array
-            if sqlite:
-                clauses.append("(action GLOB ? OR feeling GLOB ? OR when_json GLOB ? OR themes GLOB ?)")
-                params += [_glob_ci(term)] * 3 + [_glob_ci(quoted)]
-            else:
-                like, theme = _like(term.lower()), _like(quoted.lower())
-                clauses.append(
-                    "(LOWER(action) LIKE ? ESCAPE '\\' OR LOWER(feeling) LIKE ? ESCAPE '\\' "
-                    "OR LOWER(when_json) LIKE ? ESCAPE '\\' OR LOWER(themes) LIKE ? ESCAPE '\\')"
-                )
-                params += [like, like, like, theme]
-        if not clauses:
-            return []
-        joined = (" AND " if mode == "and" else " OR ").join(clauses)
-        rows = self._select(
-            "memory",
-            NODES,
-            f"being_id = ? AND ({joined})",
-            [str(being_id), *params],
-            f"ORDER BY last_activated_at DESC, id LIMIT {int(limit)}",
-        )
-        return [_decode_node(r) for r in rows]
 
     # -- notes ----------------------------------------------------------------------------------
 
@@ -648,7 +300,7 @@ class ReadModels:
 
     def pending_scene_counts(self) -> dict[str, int]:
         """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
-        with self._reading("notes") as (conn, tables):
+        with self.reading("notes") as (conn, tables):
             table = tables["notes"]
             rows = conn.query(
                 f"SELECT being_id, COUNT(*) AS n FROM {table} WHERE kind = 'scene' AND parse_status = 'pending' "

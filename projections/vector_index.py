@@ -116,6 +116,11 @@ class VectorIndex(Protocol):
 
     def collection_exists(self, name: str) -> bool: ...
 
+    def list_collections(self) -> list[str]:
+        """The names of every collection there is (not of the aliases), sorted; also one that a
+        process killed while creating it left half made."""
+        ...
+
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         """Full-state upserts; a point already holding a greater `position` is left as it is."""
         ...

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import threading
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -53,6 +52,9 @@ VECTOR_NODES = TableSpec(
         "position": "int",
     },
     indexes=(Index("being", ("being_id", "cluster_id")),),
+    # A row whose vector this batch left alone gets an UPDATE of these small columns, not an upsert
+    # of the vector too; `cluster_id` (indexed) only when it moved.
+    narrow=("cluster_id", "status", "fresh", "pinned", "position"),
 )
 
 VECTOR_CLUSTERS = TableSpec(
@@ -99,7 +101,6 @@ _PAYLOAD_STATE = ("cluster_id", "status", "fresh", "pinned")
 """A node row's fields that its point's payload holds and events change (`being_id` never changes)."""
 
 _NEW_VECTOR = "_new_vector"
-_WHOLE_ROW = "_whole_row"
 _CHANGED = "_changed"
 
 _MOVES_A_VECTOR: dict[str, tuple[type, ...]] = {
@@ -124,6 +125,10 @@ def _f32(blob: bytes) -> np.ndarray[Any, np.dtype[np.float32]]:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
+_GENERATION_COLLECTION = re.compile(r"^engram_(nodes|centroids)__([a-z0-9_]+)__g([0-9]+)$")
+"""The name of a collection a generation writes (`VectorsView._collection`)."""
+
+
 class VectorsView(Projection):
     name = "vectors"
     schema_version = 1
@@ -132,12 +137,22 @@ class VectorsView(Projection):
     def __init__(self, index_factory: Callable[[], VectorIndex]) -> None:
         self._factory = index_factory
         self._index: VectorIndex | None = None
+        self._opening = threading.Lock()
+        self.searches = Searches()
+        """The searches running on the index (`VectorQueries`): old collections go once they are done."""
 
     @property
     def index(self) -> VectorIndex:
         if self._index is None:
-            self._index = self._factory()
+            with self._opening:  # threads of a server ask at once; one index per process (Edge)
+                if self._index is None:
+                    self._index = self._factory()
         return self._index
+
+    def close(self) -> None:
+        """Close the index, if it was opened."""
+        if self._index is not None:
+            self._index.close()
 
     # -- batch plumbing -------------------------------------------------------------------------
 
@@ -217,7 +232,7 @@ class VectorsView(Projection):
             changed = row[_CHANGED] = set()
         changed.update(k for k in _PAYLOAD_STATE if row[k] != was[k])
         row["position"] = batch.position
-        batch.vector_nodes.put(row)
+        batch.vector_nodes.put(row, whole=_NEW_VECTOR in row)
 
     # -- handlers -------------------------------------------------------------------------------
 
@@ -257,8 +272,8 @@ class VectorsView(Projection):
                 "model": None,
                 "vector": None,
                 "position": batch.position,
-                _WHOLE_ROW: True,  # not a column: a new row is inserted whole (see `before_commit`)
-            }
+            },
+            whole=True,
         )
 
     @handles(MemoryNode.Embedded)
@@ -268,7 +283,8 @@ class VectorsView(Projection):
             row["model"] = e.embedding.model
             row["vector"] = e.embedding.data
             # Not a column (flush writes only the spec's columns): tells `before_commit` that this
-            # batch gave the point a vector, so the whole point is written, not only its payload.
+            # batch gave the point a vector, so the whole point is written, not only its payload
+            # (and the whole row, vector included).
             row[_NEW_VECTOR] = True
 
         self._change(batch, e, change)
@@ -349,15 +365,12 @@ class VectorsView(Projection):
         stamp = batch.position
         points: dict[str, list[VectorPoint]] = {}
         patches: dict[str, dict[tuple[tuple[str, Any], ...], list[UUID]]] = {}
-        moved: set[str] = set()
         collections: dict[str, tuple[str, bool]] = {}  # model: (its node collection, known before)
         for key in batch.vector_nodes.dirty:
             row = batch.vector_nodes.rows[key]
             if row is None:
                 continue
             changed = row.pop(_CHANGED, ())
-            if "cluster_id" in changed:
-                moved.add(key)
             if row["vector"] is None:
                 continue
             found = collections.get(row["model"])
@@ -411,29 +424,6 @@ class VectorsView(Projection):
             )
         for name, ids in removed.items():
             self.index.delete(name, ids)
-        self._write_changed_rows(batch, moved)
-
-    def _write_changed_rows(self, batch: Batch, moved: set[str]) -> None:
-        """Rows whose vector this batch left alone: an UPDATE of their small columns, not an upsert of
-        the vector too; `cluster_id` (indexed) only for the rows in `moved`. New rows and new vectors
-        stay dirty, for the batch's usual upsert."""
-        nodes = batch.vector_nodes
-        narrow: list[list[Any]] = []
-        moving: list[list[Any]] = []
-        for key in nodes.dirty:
-            row = nodes.rows[key]
-            if row is None or _WHOLE_ROW in row or _NEW_VECTOR in row:
-                continue
-            values = [row["status"], row["fresh"], row["pinned"], row["position"], key]
-            if key in moved:
-                moving.append([row["cluster_id"], *values])
-            else:
-                narrow.append(values)
-        sets = "status = ?, fresh = ?, pinned = ?, position = ?"
-        for rows, columns in ((narrow, sets), (moving, f"cluster_id = ?, {sets}")):
-            if rows:
-                batch.conn.executemany(f"UPDATE {nodes.physical} SET {columns} WHERE id = ?", rows)
-                nodes.written(r[-1] for r in rows)
 
     def after_switch(self, db: ViewDatabase, conn: ViewConnection, generation: int) -> None:
         for row in conn.query(f"SELECT * FROM {db.table('collections', generation)}"):
@@ -445,10 +435,25 @@ class VectorsView(Projection):
             rows = conn.query(f"SELECT * FROM {db.table('collections', generation)}")
         except Exception:  # the generation never got as far as creating its tables
             return
-        if rows and not _searches(self.index).drain(DRAIN_TIMEOUT_S):
+        if rows and not self.searches.drain(DRAIN_TIMEOUT_S):
             log.warning("dropping old vector collections while searches still run", generation=generation)
         for row in rows:
             self.index.drop_collection(f"engram_{row['kind']}__{model_slug(row['model'])}__g{generation}")
+
+    def drop_stray_extras(self, keep: int) -> list[str]:
+        """Drop the collections of generations other than `keep`, recorded or not (a rebuild killed
+        between creating one and committing its record leaves it unrecorded), except one an alias
+        points at: that one serves searches."""
+        dropped = []
+        for name in self.index.list_collections():
+            found = _GENERATION_COLLECTION.match(name)
+            if found is None or int(found.group(3)) == keep:
+                continue
+            if self.index.resolve_alias(f"engram_{found.group(1)}__{found.group(2)}") == name:
+                continue
+            self.index.drop_collection(name)
+            dropped.append(name)
+        return dropped
 
 
 def _alias(kind: str, model: str) -> str:
@@ -458,7 +463,7 @@ def _alias(kind: str, model: str) -> str:
 DRAIN_TIMEOUT_S = 30.0
 
 
-class _Searches:
+class Searches:
     """The searches running on one index. A search resolves an alias, then queries the collection
     behind it; after a rebuild's switch, the old collections are dropped only once the searches that
     may have resolved them (those begun before the drop) are done."""
@@ -490,24 +495,13 @@ class _Searches:
             return self._cond.wait_for(lambda: all(e >= cutoff for e in self._running), timeout)
 
 
-_SEARCHES: weakref.WeakKeyDictionary[Any, _Searches] = weakref.WeakKeyDictionary()
-_SEARCHES_LOCK = threading.Lock()
-
-
-def _searches(index: VectorIndex) -> _Searches:
-    with _SEARCHES_LOCK:
-        found = _SEARCHES.get(index)
-        if found is None:
-            found = _SEARCHES[index] = _Searches()
-        return found
-
-
 class VectorQueries:
-    """Searches on the vector collections; every one is scoped to a being."""
+    """Searches on the vector collections; every one is scoped to a being. `searches`: the view's
+    record of the searches running (`VectorsView.searches`), which dropping a generation waits for."""
 
-    def __init__(self, index: VectorIndex) -> None:
+    def __init__(self, index: VectorIndex, searches: Searches) -> None:
         self.index = index
-        self._searches = _searches(index)
+        self._searches = searches
 
     def similar_nodes(
         self,

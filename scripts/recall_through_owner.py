@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`recall` latency in the process that owns the embedded vector index against a process that reaches
-it through its owner (ADR 0025), at 10k nodes per being by default. A measurement, not a test.
+it through its owner (ADR 0036), at 10k nodes per being by default. A measurement, not a test.
 
     python scripts/recall_through_owner.py [--nodes 10000] [--queries 200] [--embedder hashing|offline]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything the tests need, then runs ruff, mypy and pytest (SQLite and PostgreSQL).
+# Installs everything the tests need, then runs ruff, mypy, import-linter and pytest (SQLite and PostgreSQL).
 # As root it installs PostgreSQL from Debian's packages; it always starts a throwaway cluster itself.
 # Extra arguments go to pytest, e.g. scripts/test.sh -k decay
 set -euo pipefail
@@ -27,4 +27,5 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/mypy
+.venv/bin/lint-imports
 .venv/bin/pytest "$@"

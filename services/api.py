@@ -43,7 +43,7 @@ The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragmen
 `engram.Conflict`, and the domain's invariant errors.
 
 Several processes may use an embedded data directory at once (this one beside `engram serve`, say):
-the first that needs the vector index owns it and the others reach it through that process (ADR 0025).
+the first that needs the vector index owns it and the others reach it through that process (ADR 0036).
 For several machines, use PostgreSQL (`database_url=...`) and a Qdrant server (`qdrant_url=...`).
 """
 
@@ -54,12 +54,14 @@ from typing import Any
 
 import structlog
 
-from engram.services.bootstrap import Engram, bootstrap
+from engram.services.bootstrap import Engram, bootstrap, configure_logging
 from engram.services.commands import NoteInput
-from engram.services.config import Settings
+from engram.services.config import ConfigurationError, Settings, load_settings, unknown_variables
 from engram.services.ports import LLM, Clock, Embedder, IdFactory
 
-__all__ = ["Engram", "NoteInput", "Settings", "open", "open_engram"]
+__all__ = ["ConfigurationError", "Engram", "NoteInput", "Settings", "open", "open_engram"]
+
+log = structlog.get_logger("engram")
 
 
 def open(
@@ -79,6 +81,10 @@ def open(
     an adapter object that replaces the configured one (an embedder the host already has loaded, a
     test double), like `clock` and `ids`.
 
+    A bad setting raises `engram.ConfigurationError` (an `InvalidInput`) naming every problem, each
+    the variable or keyword, what is wrong and what is accepted; an `ENGRAM_*` variable no setting
+    reads is logged as a warning with the closest known name.
+
     Engram logs with structlog on stderr. When the host has not configured structlog itself, this
     configures it from `log_level` / `log_format`; a host that configured it keeps its own setup.
     """
@@ -88,11 +94,13 @@ def open(
         settings_overrides["embedder"], embedder = embedder, None
     if isinstance(llm, str):
         settings_overrides["llm"], llm = llm, None
-    settings = Settings(**settings_overrides)
+    settings = load_settings(
+        embedder_given=embedder is not None, llm_given=llm is not None, **settings_overrides
+    )
     if not structlog.is_configured():
-        from engram.adapters.logging import configure_logging
-
-        configure_logging(settings.log_level, settings.log_format)
+        configure_logging(settings)
+    for warning in unknown_variables():
+        log.warning(warning)
     return bootstrap(settings, clock=clock, ids=ids, embedder=embedder, llm=llm)
 
 

@@ -22,6 +22,12 @@ from engram.services.jsonview import aggregate_state, event_payload, event_type
 from engram.services.store import AggregateStore
 
 MAX_LOG_LIMIT = 10_000
+TAIL_PAGE = 1_000
+
+
+def _check_limit(limit: int) -> None:
+    if not 1 <= limit <= MAX_LOG_LIMIT:
+        raise InvalidInput(f"limit must be between 1 and {MAX_LOG_LIMIT}")
 
 
 class AggregateKind(StrEnum):
@@ -132,27 +138,44 @@ class AuditQueries:
 
     def log(self, *, being: str | None = None, after: int = 0, limit: int = 100) -> list[dict[str, Any]]:
         """The global log in order, optionally only one being's events."""
-        if not 1 <= limit <= MAX_LOG_LIMIT:
-            raise InvalidInput(f"limit must be between 1 and {MAX_LOG_LIMIT}")
+        _check_limit(limit)
         being_id = resolve_being(self.store, being).id if being else None
         out: list[dict[str, Any]] = []
         for notification in self.store.iter_notifications(start=after + 1):
-            event = self.store.decode(notification)
-            if being_id is not None and getattr(event, "being_id", None) != being_id:
-                continue
-            kind = _kind_of_topic(notification.topic)
-            out.append(
-                {
-                    "position": notification.id,
-                    "kind": kind.value if kind else None,
-                    "aggregate_id": str(notification.originator_id),
-                    "version": notification.originator_version,
-                    "timestamp": event.timestamp.isoformat(),
-                    "type": event_type(event),
-                    "being_id": str(event.being_id) if getattr(event, "being_id", None) else None,
-                    "payload": event_payload(event),
-                }
-            )
+            entry = self._entry(notification, being_id)
+            if entry is not None:
+                out.append(entry)
             if len(out) >= limit:
                 break
         return out
+
+    def tail(self, *, being: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+        """The last `limit` events of the log (or of one being), oldest first: read backwards from the
+        head a page at a time, so a being's tail costs its recent events, not the whole log."""
+        _check_limit(limit)
+        being_id = resolve_being(self.store, being).id if being else None
+        out: list[dict[str, Any]] = []
+        stop = self.store.head()
+        while stop > 0 and len(out) < limit:
+            start = max(1, stop - TAIL_PAGE + 1)
+            page = self.store.notifications(start, TAIL_PAGE, stop=stop)
+            entries = [e for e in (self._entry(n, being_id) for n in page) if e is not None]
+            out = entries + out
+            stop = start - 1
+        return out[-limit:]
+
+    def _entry(self, notification: Any, being_id: UUID | None) -> dict[str, Any] | None:
+        event = self.store.decode(notification)
+        if being_id is not None and getattr(event, "being_id", None) != being_id:
+            return None
+        kind = _kind_of_topic(notification.topic)
+        return {
+            "position": notification.id,
+            "kind": kind.value if kind else None,
+            "aggregate_id": str(notification.originator_id),
+            "version": notification.originator_version,
+            "timestamp": event.timestamp.isoformat(),
+            "type": event_type(event),
+            "being_id": str(event.being_id) if getattr(event, "being_id", None) else None,
+            "payload": event_payload(event),
+        }

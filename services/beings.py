@@ -8,6 +8,7 @@ from uuid import UUID
 
 from engram.domain.being import Being
 from engram.domain.ids import being_id_for_name
+from engram.domain.text import check_text
 from engram.services.commands import BeingRegistered, Done
 from engram.services.errors import DuplicateBeing, NotFound, WriteRaced
 from engram.services.ports import Clock
@@ -26,6 +27,7 @@ def resolve_being(store: AggregateStore, ref: str | UUID) -> Being:
     """A being by id or by name. Unknown refs raise `NotFound`."""
     if isinstance(ref, UUID):
         return store.get(Being, ref)
+    check_text("being", ref)  # a name no store could keep has no id either
     as_id = parse_uuid(ref)
     if as_id is not None:
         found = store.find(Being, as_id)

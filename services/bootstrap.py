@@ -1,29 +1,35 @@
-"""The composition root: the one place that picks adapters from configuration.
+"""The composition root: the one place that reads the configuration to pick and build adapters.
 
-`bootstrap()` builds everything lazily enough that importing this module
-connects to nothing, and building an `Engram` opens only the event log: the
-embedder and the LLM are constructed on first use.
+`bootstrap()` opens the event log and wires an `Engram`; everything else is built on first use, so
+importing this module connects to nothing and opening Engram opens only the log: the views (their
+databases, locks and vector index), the embedder and the LLM come when something needs them. The
+services get what they use through ports (`services/ports.py`); only this module imports `adapters`
+(an import-linter contract in pyproject.toml holds every other service to it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse, urlunparse
 
+from engram.projections.engine import Projection
+from engram.projections.vector_index import VectorIndex
 from engram.services.aggregate_cache import AggregateCache
 from engram.services.audit import AuditQueries
 from engram.services.beings import BeingCommands
 from engram.services.config import Settings
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
-from engram.services.ports import LLM, Clock, Embedder, IdFactory
+from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen
 from engram.services.runner import CommandRunner
 from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
-    from engram.services.patrol.run import PatrolReport
+    from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
 
@@ -37,6 +43,7 @@ class Engram:
     ids: IdFactory
     _embedder: Embedder | None = field(default=None, repr=False)
     _llm: LLM | None = field(default=None, repr=False)
+    _vector_index: Callable[[], VectorIndex] | None = field(default=None, repr=False)
 
     @cached_property
     def runner(self) -> CommandRunner:
@@ -68,7 +75,77 @@ class Engram:
     @cached_property
     def views(self) -> Views:
         """The read models; opened on first use."""
-        return Views(self.settings, self.store)
+        return self.open_views()
+
+    def open_views(self, extra: Iterable[Projection] = ()) -> Views:
+        """The views over this deployment's view databases, with `extra` projections beside the
+        application's (`views` is the instance the application uses; close another one yourself)."""
+        s = self.settings
+        if s.database_url is not None:
+            from engram.adapters.fulltext import build_full_text_index
+            from engram.adapters.locks import AdvisoryLocks
+            from engram.adapters.views.postgres_db import PostgresViews
+
+            conninfo, schema = _split_schema(s.database_url.get_secret_value())
+            return Views(
+                s,
+                self.store,
+                PostgresViews(conninfo, schema=schema),
+                AdvisoryLocks(conninfo, schema),
+                self._vector_index or self._open_vector_index,
+                build_full_text_index("postgres"),
+                bulk_source=self.store.log,
+                extra=extra,
+            )
+        from engram.adapters.fulltext import build_full_text_index
+        from engram.adapters.locks import FileLocks
+        from engram.adapters.views.sqlite_db import SQLiteViews
+
+        storage = SQLiteViews(
+            s.data_dir / "views",
+            cached_connections=s.view_cached_connections,
+            cache_kib=s.view_cache_mib * 1024,
+            heap_kib=s.sqlite_heap_mib * 1024,
+        )
+        return Views(
+            s,
+            self.store,
+            storage,
+            FileLocks(s.data_dir),
+            self._vector_index or self._open_vector_index,
+            build_full_text_index("sqlite"),
+            bulk_source=self.store.log,
+            extra=extra,
+        )
+
+    def _open_vector_index(self) -> VectorIndex:
+        from engram.adapters.vectors import build_vector_index
+
+        s = self.settings
+        return build_vector_index(
+            s.data_dir,
+            qdrant_url=s.qdrant_url,
+            qdrant_api_key=s.qdrant_api_key.get_secret_value() if s.qdrant_api_key else None,
+            search_threads=s.vector_search_threads,
+            disk_reserve_mib=s.vector_disk_reserve_mib,
+        )
+
+    def listener(self, channel: str | None = None) -> Listen | None:
+        """What wakes the worker when the log has new events: LISTEN/NOTIFY on PostgreSQL (on the log's
+        channel, or `channel`); None on SQLite, where the worker polls."""
+        if self.settings.database_url is None:
+            return None
+        from eventsourcing.postgres import PostgresApplicationRecorder
+
+        from engram.adapters.eventstore.notify import postgres_listener
+        from engram.services.worker import SAFETY_PULL_S
+
+        recorder = self.store.app.recorder
+        if channel is None:
+            assert isinstance(recorder, PostgresApplicationRecorder)
+            channel = recorder.channel_name
+        conninfo, _ = _split_schema(self.settings.database_url.get_secret_value())
+        return postgres_listener(conninfo, channel, safety_pull_s=SAFETY_PULL_S)
 
     @property
     def embedder(self) -> Embedder:
@@ -86,11 +163,19 @@ class Engram:
             self._llm = build_llm(self.settings)
         return self._llm
 
-    def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport:
-        """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only."""
+    def patrol(
+        self,
+        being: str,
+        *,
+        dry_run: bool = False,
+        llm: LLM | None = None,
+        progress: Callable[[PatrolProgress], None] | None = None,
+    ) -> PatrolReport:
+        """Run (or resume) one patrol of `being`; `llm` overrides the configured LLM for this run only;
+        `progress` is told how the patrol goes (step, items done of total, LLM calls made)."""
         from engram.services.patrol.run import Patrol
 
-        return Patrol(self, llm=llm).run(being, dry_run=dry_run)
+        return Patrol(self, llm=llm, progress=progress).run(being, dry_run=dry_run)
 
     def close(self) -> None:
         if "views" in self.__dict__:
@@ -104,6 +189,13 @@ class Engram:
         self.close()
 
 
+def _split_schema(url: str) -> tuple[str, str | None]:
+    """A database URL without its `?schema=` (libpq does not know it), and that schema."""
+    parsed = urlparse(url)
+    schema = parse_qs(parsed.query).get("schema", [None])[0]
+    return urlunparse(parsed._replace(query="")), schema
+
+
 def bootstrap(
     settings: Settings | None = None,
     *,
@@ -111,18 +203,30 @@ def bootstrap(
     ids: IdFactory | None = None,
     embedder: Embedder | None = None,
     llm: LLM | None = None,
+    vector_index: Callable[[], VectorIndex] | None = None,
 ) -> Engram:
+    """Engram for `settings` (default: from the environment). `clock`, `ids`, `embedder`, `llm` and
+    `vector_index` (a factory, called on first use) replace the configured adapters."""
     from engram.adapters.eventstore import open_event_log
+    from engram.adapters.eventstore.log_access import LogAccess
     from engram.adapters.system import RandomIds, SystemClock
 
     settings = settings or Settings()
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    app = open_event_log(settings.data_dir, url)
+    log = LogAccess(open_event_log(settings.data_dir, url))
     return Engram(
         settings=settings,
-        store=AggregateStore(app, AggregateCache(settings.aggregate_cache_size)),
+        store=AggregateStore(log, AggregateCache(settings.aggregate_cache_size)),
         clock=clock or SystemClock(),
         ids=ids or RandomIds(),
         _embedder=embedder,
         _llm=llm,
+        _vector_index=vector_index,
     )
+
+
+def configure_logging(settings: Settings) -> None:
+    """structlog on stderr, as `settings` say (`log_level`, `log_format`)."""
+    from engram.adapters.logging import configure_logging as configure
+
+    configure(settings.log_level, settings.log_format)

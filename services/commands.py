@@ -4,14 +4,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from engram.domain.errors import InvalidInput
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SOURCE_REF_CHARS, NoteKind
+from engram.domain.text import STORABLE, StorableText
 
 MAX_BATCH_NOTES = 1000
 """Notes per batch command (one transaction). The CLI splits larger files into batches."""
 
 BeingRef = Annotated[str, Field(min_length=1, max_length=100, description="A being's name or id.")]
+
+
+def invalid_input_of(exc: ValidationError) -> InvalidInput:
+    """The `InvalidInput` for a command model that refused what it was given (a `NoteInput` built by
+    the CLI or the MCP server): every field and why, never the input itself."""
+    errors = [
+        {"field": ".".join(str(p) for p in e["loc"]) or "input", "message": e["msg"]}
+        for e in exc.errors(include_url=False, include_input=False)
+    ]
+    summary = "; ".join(f"{e['field']}: {e['message']}" for e in errors)
+    return InvalidInput(f"invalid input: {summary}", errors=errors)
 
 
 class Command(BaseModel):
@@ -20,11 +33,13 @@ class Command(BaseModel):
 
 class NoteInput(Command):
     kind: NoteKind = NoteKind.SCENE
-    text: str = Field(
+    text: StorableText = Field(
         min_length=1, description="Raw text; for a scene, a JSON object (kept exactly as received)."
     )
-    idempotency_key: str | None = Field(None, min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS)
-    source_ref: str | None = Field(None, min_length=1, max_length=MAX_SOURCE_REF_CHARS)
+    idempotency_key: Annotated[
+        str | None, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS), STORABLE
+    ] = None
+    source_ref: Annotated[str | None, Field(min_length=1, max_length=MAX_SOURCE_REF_CHARS), STORABLE] = None
 
 
 class Result(BaseModel):

@@ -49,3 +49,26 @@ class ConsistencyTimeout(ServiceError):
     """The views did not reach the requested log position in time (is the worker running?)."""
 
     code = "consistency_timeout"
+
+
+class StorageFull(ServiceError):
+    """The disk (or the database) a write needed is full; nothing was written (ADR 0030).
+
+    `path` names what is full: a file or directory of the data dir, or a PostgreSQL database. The
+    same command succeeds once space is freed; the worker waits and resumes by itself.
+    """
+
+    code = "storage_full"
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        super().__init__(
+            f"no space left for {path}{f' ({detail})' if detail else ''}: nothing was written; "
+            "free some space and try again",
+            path=path,
+        )
+        self.path = path
+        self.detail = detail
+
+    def __reduce__(self) -> tuple[type[StorageFull], tuple[str, str]]:
+        # Raised in the embedded vector index's owner, it reaches the caller pickled (ADR 0036).
+        return (StorageFull, (self.path, self.detail))

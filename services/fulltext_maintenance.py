@@ -8,7 +8,7 @@ from typing import Any
 
 import structlog
 
-from engram.projections import fulltext_merge
+from engram.projections.fulltext.port import IndexSize
 from engram.services.views import Views
 
 log = structlog.get_logger("engram.maintenance")
@@ -22,8 +22,8 @@ class FullTextMaintenance:
     """Merges the full-text index of each being that gained at least `min_new_rows` rows, and a tenth
     of its size, since this instance last merged it (SQLite; nothing is ever due on PostgreSQL).
 
-    Each merge writes in short steps (`fulltext_merge`); call `run` from the worker's maintenance or an
-    admin command, never from a request.
+    Each merge writes in short steps (`FullTextIndex.merge`); call `run` from the worker's maintenance
+    or an admin command, never from a request.
     """
 
     def __init__(self, views: Views, *, min_new_rows: int | None = None) -> None:
@@ -33,10 +33,10 @@ class FullTextMaintenance:
         # a rebuild's new index is due again
         self._rows_after: dict[str, int] = {}
 
-    def _indexes(self) -> list[fulltext_merge.FullTextIndex]:
-        return fulltext_merge.being_indexes(self.views.dbs["memory"], self.views.projections["memory"])
+    def _indexes(self) -> list[IndexSize]:
+        return self.views.fulltext.sizes(self.views.dbs["memory"], self.views.projections["memory"])
 
-    def due(self) -> list[fulltext_merge.FullTextIndex]:
+    def due(self) -> list[IndexSize]:
         out = []
         for index in self._indexes():
             last = self._rows_after.get(index.table, 0)
@@ -55,7 +55,7 @@ class FullTextMaintenance:
             if stopping():
                 break
             started = time.perf_counter()
-            steps = fulltext_merge.merge(db, projection, index.being_id, stopping=stopping)
+            steps = self.views.fulltext.merge(db, projection, index.being_id, stopping=stopping)
             self._rows_after[index.table] = index.rows
             report = {
                 "being_id": index.being_id,

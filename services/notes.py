@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from uuid import UUID
 
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import note_id_for_key
-from engram.domain.note import Note, NoteKind, ParseStatus
+from engram.domain.note import Note, NoteKind, ParseStatus, check_note_refs
 from engram.services.beings import resolve_being_id
 from engram.services.commands import MAX_BATCH_NOTES, NoteInput, NotesTaken, NoteTaken
 from engram.services.errors import IdempotencyConflict, NotFound
@@ -29,6 +30,19 @@ def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:
         source_ref=note.source_ref,
         position=position,
     )
+
+
+@contextmanager
+def _numbered(index: int, count: int) -> Iterator[None]:
+    """In a batch of several notes, an invalid note's error says which one it is."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if count > 1:
+            exc.details["index"] = index
+            exc.message = f"note {index}: {exc.message}"
+            exc.args = (exc.message,)
+        raise
 
 
 class NoteCommands:
@@ -58,6 +72,9 @@ class NoteCommands:
             keyed: dict[UUID, int] = {}
             for i, item in enumerate(notes):
                 note_id = random_ids[i]
+                with _numbered(i, len(notes)):
+                    # Before the key becomes an id: a key no store can keep has no id either.
+                    check_note_refs(item.idempotency_key, item.source_ref)
                 if item.idempotency_key is not None:
                     note_id = note_id_for_key(being_id, item.idempotency_key)
                     existing = self._existing(note_id, being_id)
@@ -74,7 +91,7 @@ class NoteCommands:
                         results[i] = _result(existing, duplicate=True, position=None)
                         continue
                     keyed[note_id] = i
-                try:
+                with _numbered(i, len(notes)):
                     note = Note.take(
                         note_id,
                         being_id,
@@ -84,12 +101,6 @@ class NoteCommands:
                         idempotency_key=item.idempotency_key,
                         source_ref=item.source_ref,
                     )
-                except InvalidInput as exc:
-                    if len(notes) > 1:
-                        exc.details["index"] = i
-                        exc.message = f"note {i}: {exc.message}"
-                        exc.args = (exc.message,)
-                    raise
                 fresh.append(note)
                 fresh_slots.append(i)
             position = self.store.save(*fresh) if fresh else None

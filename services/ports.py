@@ -1,20 +1,35 @@
-"""Ports: what the application needs from the outside world.
+"""Ports: what the application needs from the outside world, and what its services need of it.
 
-Adapters in `adapters/` implement these; the composition root
-(`services.bootstrap`) picks them from configuration. Nothing here performs
-I/O itself.
+Adapters in `adapters/` implement the first kind; the composition root (`services.bootstrap`) picks
+them from configuration and wires the application object (`Engram`), which the services reach
+through the second kind (`Reads`, `Patrols`, …). Nothing here performs I/O itself. The projections
+own the ports they consume (`projections/sql.py`, `projections/vector_index.py`,
+`projections/engine/source.py`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
+from eventsourcing.application import Application
+from eventsourcing.domain import Aggregate
+from eventsourcing.persistence import Notification, Recording, StoredEvent
 from pydantic import BaseModel
 
 from engram.domain.embedding import Embedding
+from engram.projections.engine.source import EventSource
+from engram.projections.sql import ViewDatabase
+
+if TYPE_CHECKING:
+    from engram.services.config import Settings
+    from engram.services.patrol.run import PatrolReport
+    from engram.services.runner import CommandRunner
+    from engram.services.store import AggregateStore
+    from engram.services.views import Views
 
 
 class Clock(Protocol):
@@ -87,6 +102,35 @@ class LLMMalformedAnswer(LLMError):
         self.raw = raw
 
 
+class LLMAnswerTooLarge(LLMMalformedAnswer):
+    """The answer is longer than the configured cap: never parsed; `raw` holds its first bytes, cut marked."""
+
+    code = "llm_answer_too_large"
+
+    def __init__(self, message: str, raw: str, size: int) -> None:
+        super().__init__(message, raw)
+        self.size = size
+
+
+BadResponseKind = Literal["empty", "not_json", "wrong_shape"]
+
+
+class LLMBadResponse(LLMError):
+    """The server answered, but with no answer in it: an HTML page, an empty or non-JSON body, or JSON
+    of the wrong shape. Raised once the adapter's retries for that kind are spent (ADR 0026)."""
+
+    code = "llm_bad_response"
+
+    def __init__(
+        self, message: str, *, kind: BadResponseKind, status: int, content_type: str, first_bytes: str
+    ) -> None:
+        super().__init__(message)
+        self.kind: BadResponseKind = kind
+        self.status = status
+        self.content_type = content_type
+        self.first_bytes = first_bytes
+
+
 class LLM(Protocol):
     """Structured-output completion. `task` names the schema (e.g. `consolidate_cluster`)."""
 
@@ -110,8 +154,150 @@ class LLM(Protocol):
     ) -> LLMAnswer:
         """Ask for an answer that validates against `schema`.
 
-        Raises `LLMMalformedAnswer` when the answer does not validate,
+        Raises `LLMMalformedAnswer` when the answer does not validate
+        (`LLMAnswerTooLarge` when it is over the adapter's cap, unparsed),
+        `LLMBadResponse` when the server's body holds no answer at all,
         `LLMTransientError` for rate limits, 5xx and timeouts (after the
         adapter's own bounded retries), `LLMUnavailable` without a key.
         """
         ...
+
+
+# -- the event log and the views' storage ---------------------------------------------------------
+
+
+class EventStore(EventSource, Protocol):
+    """The event log as the aggregate store uses it (adapters/eventstore/log_access.py)."""
+
+    @property
+    def app(self) -> Application[UUID]:
+        """The `eventsourcing` application: its repository and its log."""
+        ...
+
+    @property
+    def batch_reads(self) -> bool:
+        """Whether aggregates load in batches (`latest_snapshots`, `records_after`)."""
+        ...
+
+    def latest_snapshots(self, ids: Sequence[UUID]) -> dict[UUID, StoredEvent]: ...
+
+    def records_after(self, after: Mapping[UUID, int]) -> dict[UUID, list[StoredEvent]]: ...
+
+    def save(self, aggregates: Sequence[Aggregate], *, durable: bool) -> list[Recording[UUID]]: ...
+
+    def notifications(
+        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
+    ) -> Sequence[Notification]: ...
+
+    def decode(self, notification: Notification) -> object: ...
+
+
+class ViewStorage(Protocol):
+    """Where the views live: a database per view (a SQLite file, or a table prefix in PostgreSQL)."""
+
+    def database(self, name: str) -> ViewDatabase: ...
+
+    def close(self) -> None: ...
+
+
+class Lock(Protocol):
+    """An exclusive lock that dies with its process (adapters/locks.py)."""
+
+    def try_acquire(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class HeldLock(Lock, Protocol):
+    """A lock that keeps what it locks with (a file, a connection) open between acquisitions."""
+
+    def close(self) -> None: ...
+
+
+class Locks(Protocol):
+    """Locks shared by every process of a deployment."""
+
+    def view_lock(self, view: str, purpose: str) -> Lock:
+        """`purpose` "process": whoever applies the view's events; "rebuild": whoever rebuilds it."""
+        ...
+
+    def held_view_lock(self, view: str, purpose: str) -> HeldLock: ...
+
+    def named_lock(self, key: str) -> Lock:
+        """Any other exclusion, e.g. one patrol per being (`patrol:<being id>`)."""
+        ...
+
+
+class Waker(Protocol):
+    def notify(self) -> None: ...
+
+
+Listen = Callable[[Waker, threading.Event], None]
+"""Runs until the event is set, waking the worker (`Waker.notify`) when the log has new events."""
+
+
+# -- what the services use of the application object (`bootstrap.Engram`) ------------------------
+
+
+class _Logged(Protocol):
+    """The log, the views and the time: what every service below uses."""
+
+    @property
+    def store(self) -> AggregateStore: ...
+
+    @property
+    def views(self) -> Views: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+
+class Reads(_Logged, Protocol):
+    """What the reads (services/reading.py) use."""
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def runner(self) -> CommandRunner: ...
+
+
+class Patrols(_Logged, Protocol):
+    """What a patrol (services/patrol/run.py) uses."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def ids(self) -> IdFactory: ...
+
+    @property
+    def embedder(self) -> Embedder: ...
+
+    @property
+    def llm(self) -> LLM: ...
+
+
+class Tokens(_Logged, Protocol):
+    """What the API tokens (services/tokens.py) use."""
+
+    @property
+    def ids(self) -> IdFactory: ...
+
+    @property
+    def runner(self) -> CommandRunner: ...
+
+
+class AutoPatrols(Protocol):
+    """What the worker's automatic patrols (services/patrol/auto.py) use."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def views(self) -> Views: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport: ...

@@ -1,18 +1,18 @@
-"""Query-side text processing for `Reading.query` (ADR 0008): words, names, dates, questions.
+"""What `query` reads in texts (ADR 0008): the dates a query names and a memory's, names, questions.
 
-Pure functions: no I/O, nothing specific to one data set.
+Pure functions: no I/O, nothing specific to one data set. The ranking that uses them is
+`services/ranking.py`.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime as _dt
-import math
 import re
 from collections.abc import Collection, Iterable
 from typing import Any
 
-WORD = re.compile(r"\w+", re.UNICODE)
+from engram.projections.fulltext.terms import WORD
 
 _MONTHS: dict[str, int] = {}
 for _i in range(1, 13):
@@ -84,17 +84,6 @@ def first_date(when: Iterable[Any]) -> str | None:
         value = item.get("date") if isinstance(item, dict) else item
         return value if isinstance(value, str) else None
     return None
-
-
-def date_closeness(spans: Iterable[DateSpan], dates: Iterable[_dt.date], days: float) -> float:
-    """exp(−distance in days / `days`) between the nearest query span and node date; 0 without either."""
-    best = 0.0
-    spans = list(spans)
-    for d in dates:
-        for start, end in spans:
-            distance = 0 if start <= d <= end else min(abs((d - start).days), abs((d - end).days))
-            best = max(best, math.exp(-distance / days))
-    return best
 
 
 def strip_words(text: str, words: Collection[str]) -> str:

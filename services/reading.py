@@ -1,17 +1,18 @@
-"""Reading memory (spec 000, "Recall Flow" and "Context Structure"), each call scoped to one being.
+"""The agent's memory tools (spec 000, "Recall Flow" and "Context Structure"), each call scoped to one being.
 
-Reads that reach nodes reactivate them (spec ❺'s table): `recall` +1, `recall_memory` and
-`search_memory` +1 for live nodes and +2 for dead ones; `query` +1 unless `reactivate=False`
-(auditors, benchmarks). Every read first makes sure the views include the latest writes.
+`recall`, `recall_memory`, `search_memory`, `query` and `context`. They validate what the caller
+gives, search (the vector index; the full-text index, `projections/fulltext/`), leave the scoring to
+`services/ranking.py`, and record the reactivations. Reads that reach nodes reactivate them (spec
+❺'s table): `recall` +1, `recall_memory` and `search_memory` +1 for live nodes and +2 for dead ones;
+`query` +1 unless `reactivate=False` (auditors, benchmarks). Every read first makes sure the views
+include the latest writes.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import heapq
-import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -21,19 +22,12 @@ from pydantic import BaseModel, Field
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
 from engram.domain.scene import Scene
-from engram.projections.queries import ReadModels
-from engram.projections.ranking_cache import BeingRanking
+from engram.domain.text import check_text
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
-from engram.services.query_text import (
-    DateSpan,
-    date_closeness,
-    first_date,
-    node_dates,
-    query_dates,
-    strip_words,
-)
-from engram.services.ranking import Profile, profile
+from engram.services.ports import Reads
+from engram.services.query_text import strip_words
+from engram.services.ranking import profile, rank
 from engram.services.thresholds import thresholds_for
 
 RECALL_LIMIT = 3
@@ -114,7 +108,7 @@ def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
 
 
 class Reading:
-    def __init__(self, engram: Any, rng: random.Random | None = None) -> None:
+    def __init__(self, engram: Reads, rng: random.Random | None = None) -> None:
         self.e = engram
         self.rng = rng or random.Random()
 
@@ -123,7 +117,7 @@ class Reading:
     def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
         """The being's id, once the views it reads (`views`, default all) include the latest writes."""
         being_id = resolve_being_id(self.e.store, ref)
-        self.e.views.ensure(names=views)
+        self.e.views.ensure(names=views, being=being_id)
         return being_id
 
     def _reactivate(
@@ -140,9 +134,9 @@ class Reading:
             for node in nodes:
                 node.reactivate(source, being.cycle, at)
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
-            return self.e.store.save(*nodes, durable=False)  # type: ignore[no-any-return]
+            return self.e.store.save(*nodes, durable=False)
 
-        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)  # type: ignore[no-any-return]
+        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])
@@ -153,8 +147,7 @@ class Reading:
         text = text.strip()
         if not text:
             raise InvalidInput("the query text must not be empty")
-        if "\x00" in text:
-            raise InvalidInput("the query text must not contain NUL characters")
+        check_text("query", text)
         if len(text) > MAX_QUERY_CHARS:
             raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
         return text
@@ -206,10 +199,12 @@ class Reading:
             raise InvalidInput("give at least one search term")
         if len(words) > MAX_SEARCH_TERMS:
             raise InvalidInput(f"at most {MAX_SEARCH_TERMS} search terms")
+        for word in words:
+            check_text("a search term", word)
         if not 1 <= limit <= MAX_QUERY_K:
             raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
         being_id = self._being(being_ref)
-        rows = self.e.views.read.search(being_id, words, mode, limit)
+        rows = self.e.views.search.keywords(being_id, words, mode, limit)
         position = self._reactivate(being_id, rows, ReactivationSource.SEARCH_MEMORY)
         return Found(nodes=[NodeView.of(r) for r in rows], position=position)
 
@@ -231,10 +226,11 @@ class Reading:
         p = profile(profile_name)
         text = self._check_text(text)
         being_id = self._being(being_ref, MEMORY_VIEWS)
-        read = self.e.views.read
+        search = self.e.views.search
+        read = search.read
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
-        n = max(p.candidates, k)
-        names = read.actor_terms(being_id, text) if p.actors_apart else set()
+        n = p.candidates_for(k)
+        names = search.actor_terms(being_id, text) if p.actors_apart else set()
         model = self.e.embedder.model_id
         if p.semantic > 0 and vector is None:  # names are matched on the actors field, not in the vectors
             model, vector = self._vector(strip_words(text, names))
@@ -245,14 +241,24 @@ class Reading:
             found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
             return [(str(i), s) for i, s in found]
 
-        with read.snapshot("memory") as snapshot:  # one read transaction for the statements below
+        with read.snapshot("memory"):  # one read transaction for the statements below
             if p.lexical > 0:  # the vector search runs while the full-text statements do (ADR 0017)
-                lexical, semantic = snapshot.lexical_alongside(
+                lexical, semantic = search.lexical_alongside(
                     search_vectors, being_id, text, n, statuses, actors=names
                 )
             else:
                 lexical, semantic = [], search_vectors()
-            best, full = self._rank(snapshot, p, being_id, text, k, statuses, semantic, lexical)
+            best = rank(
+                p,
+                read.ranking(being_id),
+                semantic,
+                lexical,
+                text=text,
+                k=k,
+                statuses=statuses,
+                now=self.e.clock.now(),
+            )
+            full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         position = (
             self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
@@ -260,39 +266,6 @@ class Reading:
             else None
         )
         return Found(nodes=hits, position=position)
-
-    def _rank(
-        self,
-        read: ReadModels,
-        p: Profile,
-        being_id: UUID,
-        text: str,
-        k: int,
-        statuses: list[str],
-        semantic: list[tuple[str, float]],
-        lexical: list[tuple[str, float]],
-    ) -> tuple[list[tuple[str, float]], dict[str, dict[str, Any]]]:
-        """`query`'s `k` best (id, score) and their nodes, from both channels' hits and `read`."""
-        ranking = read.ranking(being_id)
-        slots = ranking.slots(i for i, _ in lexical)
-        slots.update(ranking.slots(i for i, _ in semantic if i not in slots))  # each id looked up once
-        now = self.e.clock.now()
-        dates = query_dates(text) if p.dates > 0 else []
-        scores = combine(p, semantic, lexical, ranking, slots, now, dates)
-        if slots and (p.neighbours > 0 or p.answers > 0):
-            seeds = [i for i, _ in best_of(scores, p.neighbour_seeds)]
-            extra = {
-                i: s for i, s in ranking.around(seeds, p.neighbour_radius, statuses).items() if i not in slots
-            }
-            slots.update(extra)
-            scores.update(combine(p, semantic, lexical, ranking, extra, now, dates))
-            scores = spread_to_neighbours(p, scores, ranking, slots, seeds)
-        if p.question_penalty > 0:
-            asks, keep = ranking.asks, 1 - p.question_penalty
-            scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
-        best = best_of(scores, k)
-        full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
-        return best, full
 
     # -- context -------------------------------------------------------------------------------
 
@@ -346,142 +319,33 @@ class Reading:
         )
 
 
-def best_of(scores: Mapping[str, float], k: int) -> list[tuple[str, float]]:
-    """The `k` best (id, score), best first, ties by id: `sorted` by (−score, id), cut to `k`.
-
-    Only the items that can make the cut are sorted: those scoring at least the k-th best score
-    (found without a key function), so a query sorts ~k items instead of its ~300 candidates."""
-    if k <= 0 or not scores:
-        return []
-    floor = heapq.nlargest(k, scores.values())[-1]
-    top = [(i, s) for i, s in scores.items() if s >= floor]
-    top.sort(key=lambda kv: (-kv[1], kv[0]))
-    return top[:k]
-
-
-def _day(ranking: BeingRanking, slot: int) -> str | None:
-    """The day a memory belongs to: the label of its `when`'s first entry."""
-    day = ranking.day[slot]
-    return day if day is not None else first_date(ranking.when_of(slot))
-
-
-def combine(
-    p: Profile,
-    semantic: Sequence[tuple[str, float]],
-    lexical: Sequence[tuple[str, float]],
-    ranking: BeingRanking,
-    slots: Mapping[str, int],
-    now: _dt.datetime,
-    dates: Sequence[DateSpan] = (),
-) -> dict[str, float]:
-    """The score of each node of `slots` (its slot in `ranking`) from its channel scores or ranks, by
-    the profile's fusion (ADR 0008)."""
-    sem = dict(semantic)
-    lex = dict(lexical)
-    top_lex = max(lex.values(), default=0.0) or 1.0
-    sem_hi = max(sem.values(), default=0.0)
-    sem_lo = min(sem.values(), default=0.0)
-    importance, activated = ranking.importance, ranking.activated
-    now_s = now.timestamp()
-    out: dict[str, float] = {}
-    spread = sem_hi - sem_lo
-    flat = spread <= 1e-9
-    fusion, w_lex, power, w_sem, w_imp = p.fusion, p.lexical, p.lexical_power, p.semantic, p.importance
-    with_dates = bool(dates) and p.dates > 0
-    if fusion == "rrf":
-        sem_rank = {i: r for r, (i, _) in enumerate(semantic, 1)}
-        lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
-    for node_id, slot in slots.items():
-        if fusion == "scaled":
-            score = 0.0
-            x = lex.get(node_id)
-            if x is not None:
-                score += w_lex * max(0.0, x / top_lex) ** power
-            y = sem.get(node_id)
-            if y is not None:
-                score += w_sem * (1.0 if flat else (y - sem_lo) / spread)
-        elif fusion == "rrf":
-            score = sum(
-                w / (p.rrf_k + rank[node_id])
-                for w, rank in ((w_sem, sem_rank), (w_lex, lex_rank))
-                if node_id in rank
-            )
-        else:
-            score = w_sem * max(0.0, sem.get(node_id, 0.0)) + w_lex * lex.get(node_id, 0.0) / top_lex
-            score += p.channel * 0.25  # spec 001: 0.25 for a fact with no channel
-        if with_dates:
-            score += p.dates * date_closeness(dates, node_dates(ranking.when_of(slot)), p.date_days)
-        if p.recency:
-            age_days = max(0.0, (now_s - activated[slot]) / 86400)
-            score += w_imp * importance[slot] + p.recency * (1.0 / (1.0 + age_days / p.recency_days))
-        else:  # no clock arithmetic for a term that weighs nothing
-            score += w_imp * importance[slot]
-        out[node_id] = score if math.isfinite(score) else 0.0
-    return out
-
-
-def spread_to_neighbours(
-    p: Profile,
-    scores: dict[str, float],
-    ranking: BeingRanking,
-    slots: Mapping[str, int],
-    seeds: Sequence[str],
-) -> dict[str, float]:
-    """Each seed passes a share of its score to the memories noted next to it on the same day
-    (`neighbours` each way, `answers` forward from a question), shrinking by `neighbour_decay` per
-    step; a memory keeps the best share it is offered (ADR 0008). `slots`: the nodes scored, by
-    their slot in `ranking`."""
-    seq = ranking.seq
-    order = sorted((seq[s], i) for i, s in slots.items() if seq[s] >= 0)
-    at = {i: k for k, (_, i) in enumerate(order)}
-    days: dict[str, str | None] = {}
-
-    def day_of(node_id: str) -> str | None:
-        if node_id not in days:
-            days[node_id] = _day(ranking, slots[node_id])
-        return days[node_id]
-
-    offered: dict[str, float] = {}
-    for seed in seeds:
-        if seed not in at:
-            continue
-        score = scores.get(seed, 0.0)
-        day = day_of(seed)
-        asks = ranking.asks[slots[seed]]
-        for step in range(1, p.neighbour_radius + 1):
-            decay = p.neighbour_decay ** (step - 1)
-            for k, share in (
-                (at[seed] + step, max(p.neighbours, p.answers if asks else 0.0)),
-                (at[seed] - step, p.neighbours),
-            ):
-                if share <= 0 or not 0 <= k < len(order):
-                    continue
-                other = order[k][1]
-                if day_of(other) != day:
-                    continue
-                offered[other] = max(offered.get(other, 0.0), share * decay * score)
-    return {i: s + offered.get(i, 0.0) for i, s in scores.items()}
-
-
 def render_context(
     system_prompt: dict[str, Any], snapshot: dict[str, Any], recent: list[dict[str, Any]]
 ) -> str:
-    lines = ["# System prompt (Block 1-A)", system_prompt["soul"] or "(no soul defined)"]
+    """The context as the being's model reads it: who it is, what is on its plate, what it recalls.
+    (The spec's blocks 1-A, 1-B and 2-B, in that order, with headings for the reader, not the spec.)"""
+    lines = ["# Who you are", system_prompt["soul"] or "(nobody has described you yet)"]
     if system_prompt["think_md"]:
-        lines += ["", "## Notes from my last reflection", system_prompt["think_md"]]
+        lines += ["", "## Notes from your last reflection", system_prompt["think_md"]]
     for title, key in (
-        ("Rules", "rules"),
-        ("Preferences", "preferences"),
-        ("Relationships", "relationships"),
+        ("Rules you follow", "rules"),
+        ("Your preferences", "preferences"),
+        ("Your relationships", "relationships"),
     ):
         if system_prompt[key]:
             lines += ["", f"## {title}", *(f"- {t}" for t in system_prompt[key])]
-    lines += ["", "# Snapshot (Block 1-B)"]
+    lines += ["", "# What is on your plate"]
     if snapshot["unread"]:
-        lines += ["## Unread", *(f"- [{n['kind']}] {n['text']}" for n in snapshot["unread"])]
+        lines += [
+            "## Unread to-dos and reminders",
+            *(f"- [{n['kind']}] {n['text']}" for n in snapshot["unread"]),
+        ]
     if snapshot["knowledge"]:
-        lines += ["## Knowledge", *(f"- {t}" for t in snapshot["knowledge"])]
+        lines += ["## What you know", *(f"- {t}" for t in snapshot["knowledge"])]
     if snapshot["diary"]:
-        lines += ["## Diary", *(f"{d['date']}: {d['text']}" for d in snapshot["diary"])]
-    lines += ["", "# Recent memories (Block 2-B)", *(f"- {n['text']}" for n in recent)]
+        lines += [
+            f"## Your diary, the last {DIARY_DAYS} days",
+            *(f"{d['date']}: {d['text']}" for d in snapshot["diary"]),
+        ]
+    lines += ["", "# Recent memories", *(f"- {n['text']}" for n in recent)]
     return "\n".join(lines)

@@ -12,16 +12,14 @@ from itertools import chain
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import AggregateNotFoundError
 from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import IntegrityError, Notification, RecordConflictError
 
-from engram.adapters.eventstore import batch_reads
-from engram.adapters.eventstore.log_reader import EventLogSource
-from engram.adapters.eventstore.recorders import DURABLE
 from engram.domain.being import Being
 from engram.services.aggregate_cache import AggregateCache, fork
 from engram.services.errors import NotFound, WriteRaced
+from engram.services.ports import EventStore
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -42,10 +40,10 @@ def _checked(cls: type[A], aggregate_id: UUID, agg: Any, being_id: UUID | None) 
 
 
 class AggregateStore:
-    def __init__(self, app: Application[UUID], cache: AggregateCache | None = None) -> None:
-        self.app = app
+    def __init__(self, log: EventStore, cache: AggregateCache | None = None) -> None:
+        self.log = log
+        self.app = log.app
         self.cache = cache if cache is not None else AggregateCache(0)
-        self.log = EventLogSource(app)
         self.known_beings: dict[str, UUID] = {}
         # Called after every successful save, e.g. to wake an in-process worker at once.
         self.on_saved: list[Callable[[int], None]] = []
@@ -86,24 +84,19 @@ class AggregateStore:
         ]
 
     def _batch_reads(self) -> bool:
-        return batch_reads.supports(self.app.recorder)
+        return self.log.batch_reads
 
     def _load_many(self, unique: Sequence[UUID]) -> dict[UUID, Any]:
         """Each id's aggregate (None: no events): the cached state, or else the latest snapshot, and
         the events after it, read for all ids with one query (services/aggregate_cache.py)."""
         cached = self.cache.get(list(unique))
         missing = [i for i in unique if i not in cached]
-        snapshots_store = self.app.snapshots
-        snapshots = (
-            batch_reads.latest_records(snapshots_store.recorder, missing)
-            if missing and snapshots_store is not None and batch_reads.supports(snapshots_store.recorder)
-            else {}
-        )
+        snapshots = self.log.latest_snapshots(missing)
         after = {
             i: cached[i].version if i in cached else snapshots[i].originator_version if i in snapshots else 0
             for i in unique
         }
-        records = batch_reads.records_after(self.app.recorder, after)
+        records = self.log.records_after(after)
         to_event = self.app.mapper.to_domain_event
         loaded: dict[UUID, Any] = {}
         changed: list[Any] = []
@@ -135,7 +128,7 @@ class AggregateStore:
         alone). For touches only, such as a recall's reactivations (ADR 0018).
         """
         try:
-            recordings = self.app.save(*aggregates, **({} if durable else {DURABLE: False}))
+            recordings = self.log.save(aggregates, durable=durable)
         except (IntegrityError, RecordConflictError) as exc:
             raise WriteRaced(exc) from exc
         # A command's aggregates are likely to be loaded again (a node recalled twice, the being of
@@ -175,8 +168,8 @@ class AggregateStore:
     def decoded_events(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> list[tuple[int, Any]]:
-        """The log reader's bulk read (projections/engine.py `read_events`): the views' catch-up after
-        each write reads through it, without a `Notification` per row or the library's decode."""
+        """The log reader's bulk read: the views' catch-up after each write reads through it, without
+        a `Notification` per row or the library's decode."""
         return self.log.decoded_events(start, limit, topics, stop)
 
     def tagged_events(

@@ -15,11 +15,14 @@ class Thresholds:
     """A node joins a sub-cluster (❶), nodes are mutually similar (sub-cluster birth), siblings merge (❼)."""
     recall: float
     """`recall` returns nodes above this score."""
+    merge: float
+    """An LLM's merge (❹) is applied only if every absorbed node is at least this similar to its survivor
+    (ADR 0027): above most pairs of unrelated memories, below paraphrases of one event."""
 
 
-SPEC = Thresholds(cluster=0.45, recall=0.35)
-MINILM = Thresholds(cluster=0.45, recall=0.40)
-HASHING = Thresholds(cluster=0.30, recall=0.20)
+SPEC = Thresholds(cluster=0.45, recall=0.35, merge=0.40)
+MINILM = Thresholds(cluster=0.45, recall=0.40, merge=0.50)
+HASHING = Thresholds(cluster=0.30, recall=0.20, merge=0.25)
 
 
 def thresholds_for(model_id: str) -> Thresholds:

@@ -28,6 +28,7 @@ from engram.projections.tokens import token_by_hash, tokens
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.commands import Done
 from engram.services.errors import NotFound
+from engram.services.ports import Tokens
 
 TOKEN_PREFIX = "eng_"  # noqa: S105 - the public prefix of every token, not a secret
 TOKEN_BYTES = 32
@@ -98,7 +99,7 @@ def _info(row: dict[str, Any], being: str | None = None) -> TokenInfo:
 
 
 class TokenService:
-    def __init__(self, engram: Any, *, refresh_s: float = 1.0) -> None:
+    def __init__(self, engram: Tokens, *, refresh_s: float = 1.0) -> None:
         self.e = engram
         self.refresh_s = refresh_s
         self._last_refresh = 0.0
@@ -141,7 +142,7 @@ class TokenService:
                 position=position,
             )
 
-        return self.e.runner.run("issue_token", handle, being_id=being_id)  # type: ignore[no-any-return]
+        return self.e.runner.run("issue_token", handle, being_id=being_id)
 
     def _find(self, ref: str) -> UUID:
         """A token by id, or by its listed prefix (which must match exactly one token)."""

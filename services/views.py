@@ -1,31 +1,34 @@
-"""The application's views: open them, keep them caught up, wait for them, report and rebuild them.
+"""The application's views: keep them caught up, wait for them, report, rebuild and repair them.
 
 In the embedded default nobody has to run a worker: a read first catches the views up in-process
 (`ensure(position)`). When `engram worker` runs, it holds each view's lock, and readers wait for it
-to reach their position instead, bounded by `ENGRAM_CONSISTENCY_TIMEOUT_S`.
+to reach their position instead, bounded by `ENGRAM_CONSISTENCY_TIMEOUT_S`. A read never rebuilds:
+a view found ahead of the log (ADR 0018) fails the read with `ViewDiverged` until the worker or
+`engram projections rebuild` rebuilds it (ADR 0032), and a view that holds a being's events back
+(ADR 0031) fails that being's reads with `ViewHeldBack`.
+
+The composition root (services/bootstrap.py) opens the view databases, the locks and the vector
+index; this module uses them through their ports.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse, urlunparse
+from uuid import UUID
 
 import structlog
-from eventsourcing.application import Application
-from eventsourcing.persistence import Notification
 
-from engram.adapters.eventstore.log_reader import EventLogSource
-from engram.adapters.locks import AdvisoryLock, FileLock, HeldOpenAdvisoryLock, HeldOpenFileLock, Lock
 from engram.projections import engine
 from engram.projections.beings import BeingsView
-from engram.projections.engine import EventSource, Projection
+from engram.projections.engine import EventSource, Projection, ViewMemo, holds
+from engram.projections.fulltext.overlap import Overlap
+from engram.projections.fulltext.port import FullTextIndex
+from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
 from engram.projections.notes import NotesView
-from engram.projections.overlap import Overlap
 from engram.projections.patrol_runs import PatrolRunsView
 from engram.projections.queries import ReadModels
 from engram.projections.ranking_cache import RankingCache
@@ -35,81 +38,22 @@ from engram.projections.vector_index import VectorIndex
 from engram.projections.vectors import VectorQueries, VectorsView
 from engram.services.config import Settings
 from engram.services.errors import Conflict, ConsistencyTimeout, NotFound
+from engram.services.ports import HeldLock, Lock, Locks, ViewStorage
 
 log = structlog.get_logger("engram.views")
 
 
-def _split_schema(url: str) -> tuple[str, str | None]:
-    parsed = urlparse(url)
-    schema = parse_qs(parsed.query).get("schema", [None])[0]
-    return urlunparse(parsed._replace(query="")), schema
+class ViewDiverged(ConsistencyTimeout):
+    """A view is ahead of the event log (a power cut lost events it had applied): reads of it fail
+    until it is rebuilt, by the worker or `engram projections rebuild` (ADR 0032)."""
+
+    code = "view_diverged"
 
 
-SHARED_READ_MAX_GAP = 64
-"""Views at most this many events behind the head share one read of them in `ensure`."""
+class ViewHeldBack(ConsistencyTimeout):
+    """A view holds back the being's events since one of them could not be applied (ADR 0031)."""
 
-
-class SharedRead:
-    """An `EventSource` that serves reads of (after, head] from events read once for several views.
-
-    `events` are (position, stored topic, event) of every event of `topics` in (after, head]. A read
-    outside that range, or of topics not all among them, goes to `source`. The views share the event
-    objects, as a rebuild of several views does (projections/engine.py `rebuild_many`).
-    """
-
-    def __init__(
-        self,
-        source: EventSource,
-        after: int,
-        head: int,
-        topics: Sequence[str],
-        events: list[tuple[int, str, Any]],
-    ) -> None:
-        self.source, self.after, self.until = source, after, head
-        self.topics = frozenset(topics)
-        self.events = events
-
-    def head(self) -> int:
-        return self.source.head()
-
-    @property
-    def reuses_positions(self) -> bool:
-        return bool(getattr(self.source, "reuses_positions", False))
-
-    def key_at(self, position: int) -> str | None:
-        """From the events read once when one of them is at `position` (the head, after a write,
-        usually is): views that had nothing to apply then need no read of the log for their key."""
-        if self.after < position <= self.until:
-            for p, _, event in reversed(self.events):
-                if p == position:
-                    return engine.event_key(event.originator_id, event.originator_version)
-                if p < position:
-                    break
-        key_at: Callable[[int], str | None] = self.source.key_at  # type: ignore[attr-defined]
-        return key_at(position)
-
-    def notifications(
-        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
-    ) -> Sequence[Notification]:
-        return self.source.notifications(start, limit, topics, stop)
-
-    def decode(self, notification: Notification) -> Any:
-        return self.source.decode(notification)
-
-    def decoded_events(
-        self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
-    ) -> list[tuple[int, Any]]:
-        wanted = set(topics)
-        if (
-            start <= self.after
-            or stop is None
-            or stop > self.until
-            or not wanted
-            or not wanted <= self.topics
-        ):
-            return engine.read_events(self.source, start, limit, topics, stop)
-        out = [(p, e) for p, t, e in self.events if start <= p <= stop and t in wanted]
-        return out[:limit]
+    code = "view_held_back"
 
 
 class Views:
@@ -117,49 +61,43 @@ class Views:
         self,
         settings: Settings,
         source: EventSource,
+        storage: ViewStorage,
+        locks: Locks,
+        vector_index: Callable[[], VectorIndex],
+        fulltext: FullTextIndex,
+        *,
+        bulk_source: EventSource | None = None,
         extra: Iterable[Projection] = (),
     ) -> None:
+        """`source`: the log the views follow; `bulk_source`: the same log, read straight from its
+        table by rebuilds (default: `source`); `vector_index`: opens the index on first use; `fulltext`: the
+        store's own full-text index of the memory view; `extra`:
+        projections beyond the application's."""
         self.settings = settings
         self.source = source
-        app = getattr(source, "app", None)
-        # Rebuilds read the application's log in bulk, straight from its table (log_reader.py).
-        self._bulk_source: EventSource = EventLogSource(app) if isinstance(app, Application) else source
-        self.vectors_view = VectorsView(self._open_vector_index)
+        self._bulk_source = bulk_source or source
+        self._storage = storage
+        self._locks = locks
+        self.vectors_view = VectorsView(vector_index)
+        self.fulltext = fulltext  # kept by the memory view, searched by `search`
         self.projections: dict[str, Projection] = {
             p.name: p
             for p in (
                 BeingsView(),
                 NotesView(),
-                MemoryView(),
+                MemoryView(self.fulltext),
                 PatrolRunsView(),
                 self.vectors_view,
                 TokensView(),
                 *extra,
             )
         }
-        self._pg: Any = None
-        self._conninfo: str | None = None
-        self.dbs: dict[str, ViewDatabase] = {}
-        if settings.database_url is not None:
-            from engram.adapters.views.postgres_db import PostgresViews
-
-            self._conninfo, schema = _split_schema(settings.database_url.get_secret_value())
-            self._pg = PostgresViews(self._conninfo, schema=schema)
-            for name in self.projections:
-                self.dbs[name] = self._pg.database(name)
-        else:
-            from engram.adapters.views.sqlite_db import SQLiteViewDatabase
-
-            for name in self.projections:
-                self.dbs[name] = SQLiteViewDatabase(
-                    self._dir / f"{name}.sqlite3",
-                    name,
-                    cached_connections=settings.view_cached_connections,
-                    cache_kib=settings.view_cache_mib * 1024,
-                )
+        self.dbs: dict[str, ViewDatabase] = {name: storage.database(name) for name in self.projections}
         for name, projection in self.projections.items():
             engine.initialise(self.dbs[name], projection)
-        self._catch_up_locks: dict[str, HeldOpenFileLock | HeldOpenAdvisoryLock] = {}
+        self.memos: dict[str, ViewMemo] = {name: ViewMemo() for name in self.projections}
+        """What this process remembers of each view between batches (projections/engine/tracking.py)."""
+        self._catch_up_locks: dict[str, HeldLock] = {}
         # The highest position this process saw each view reach, after checking its schema version.
         # Positions never go back (writers of a view are serialised, and a rebuild switches only once
         # its generation has reached the head), so an `ensure` whose target is at most this position
@@ -168,11 +106,6 @@ class Views:
         self.ranking = RankingCache(settings.ranking_cache_nodes)
         self.overlap = Overlap()
 
-    def _open_vector_index(self) -> VectorIndex:
-        from engram.adapters.vectors import build_vector_index
-
-        return build_vector_index(self.settings, self.settings.data_dir)
-
     @property
     def vector_index(self) -> VectorIndex:
         return self.vectors_view.index
@@ -180,16 +113,17 @@ class Views:
     @property
     def vectors(self) -> VectorQueries:
         """Searches on the vector collections (call `ensure()` first to include recent writes)."""
-        return VectorQueries(self.vectors_view.index)
+        return VectorQueries(self.vectors_view.index, self.vectors_view.searches)
 
     @property
     def read(self) -> ReadModels:
         """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
-        return ReadModels(self.dbs, self.projections, self.ranking, self.overlap)
+        return ReadModels(self.dbs, self.projections, self.ranking)
 
     @property
-    def _dir(self) -> Path:
-        return self.settings.data_dir / "views"
+    def search(self) -> FullTextSearch:
+        """Text searches on the memory view, through a `ReadModels` of their own (`search.read`)."""
+        return FullTextSearch(self.read, self.fulltext, self.overlap)
 
     def names(self) -> list[str]:
         return list(self.projections)
@@ -200,118 +134,167 @@ class Views:
 
     def lock(self, name: str, purpose: str = "process") -> Lock:
         self._check(name)
-        if self._conninfo is not None:
-            return AdvisoryLock(self._conninfo, self._advisory_key(f"{purpose}:{name}"))
-        return FileLock(self._dir / f"{name}.{purpose}.lock")
+        return self._locks.view_lock(name, purpose)
 
-    def _catch_up_lock(self, name: str) -> HeldOpenFileLock | HeldOpenAdvisoryLock:
+    def _catch_up_lock(self, name: str) -> HeldLock:
         """`lock(name)`, kept by this instance between catch-ups: its file (or connection) stays open,
         so taking it costs a flock (or a query). It still excludes workers, other processes and other
         threads (adapters/locks.py)."""
         held = self._catch_up_locks.get(name)
         if held is None:
-            fresh: HeldOpenFileLock | HeldOpenAdvisoryLock
-            if self._conninfo is not None:
-                fresh = HeldOpenAdvisoryLock(self._conninfo, self._advisory_key(f"process:{name}"))
-            else:
-                fresh = HeldOpenFileLock(self._dir / f"{name}.process.lock")
-            held = self._catch_up_locks.setdefault(name, fresh)
+            held = self._catch_up_locks.setdefault(name, self._locks.held_view_lock(name, "process"))
         return held
-
-    def _advisory_key(self, key: str) -> str:
-        """A PostgreSQL advisory lock's key, scoped to the deployment's schema."""
-        url = self.settings.database_url
-        schema = _split_schema(url.get_secret_value())[1] if url else None
-        return f"engram:{schema or 'public'}:{key}"
 
     def named_lock(self, key: str) -> Lock:
         """A process-wide exclusive lock for `key` (e.g. one patrol per being)."""
-        if self._conninfo is not None:
-            return AdvisoryLock(self._conninfo, self._advisory_key(key))
-        return FileLock(self.settings.data_dir / "locks" / f"{key.replace(':', '-')}.lock")
+        return self._locks.named_lock(key)
 
     # -- reading consistently -------------------------------------------------------------------
 
     def positions(self, names: Iterable[str] | None = None) -> dict[str, int]:
         return {n: engine.status(self.dbs[n], self.projections[n]).position for n in (names or self.names())}
 
-    def ensure(self, position: int | None = None, names: Iterable[str] | None = None) -> None:
+    def ensure(
+        self, position: int | None = None, names: Iterable[str] | None = None, *, being: UUID | None = None
+    ) -> None:
         """Make sure the views reached `position` (default: the head).
 
-        Catches up in-process when no worker holds the view's lock, else waits for the worker.
+        Catches up in-process when no worker holds the view's lock, else waits for the worker. With
+        `being`: raises `ViewHeldBack` when one of the views holds that being's events back. Raises
+        `ViewDiverged` for a view ahead of the log; never rebuilds one (the worker does).
         """
+        chosen = list(names or self.names())
         head: int | None = None
         if position is None:
             head = target = self.source.head()
         else:
             target = position
         behind: list[tuple[str, int]] = []
-        for name in names or self.names():
+        for name in chosen:
             if self._reached.get(name, -1) >= target:
                 continue
             db, projection = self.dbs[name], self.projections[name]
-            reached, needs_rebuild = engine.position(db, projection)
-            if needs_rebuild:
+            seen = engine.position(db, projection)
+            self.memos[name].held = seen.held
+            if seen.needs_rebuild:
                 self._upgrade(name, engine.status(db, projection).schema_version)
                 behind.append((name, -1))  # position unknown after the upgrade; not cached
-            elif head is not None and reached > head:  # the log lost what the view applied (ADR 0018)
-                self.rebuild_diverged(name, engine.LogDiverged(name, reached, f"the log ends at {head}"))
+            elif head is not None and seen.position > head and seen.position > self.source.head():
+                # Ahead of a head read *after* the view's position: the log lost what the view
+                # applied. (The first head was read before: a view another thread moved on since
+                # would look ahead of it.)
+                raise self._diverged(name, seen.position, f"the log ends before position {seen.position}")
             else:
-                self._saw(name, reached)
-                if reached < target:
-                    behind.append((name, reached))
+                self._saw(name, seen.position)
+                if seen.position < target:
+                    behind.append((name, seen.position))
         source = self._shared_read(behind, head)
         for name, reached in behind:
-            lock = self._catch_up_lock(name)
-            if lock.try_acquire():
-                try:
-                    engine.catch_up(
-                        self.dbs[name],
-                        self.projections[name],
-                        source,
-                        until=target,
-                        head=head,
-                        limit=self.settings.projection_batch_size,
-                    )
-                except engine.LogDiverged as exc:
-                    self.rebuild_diverged(name, exc)
-                finally:
-                    lock.release()
-                if head is not None and reached >= 0:
-                    self._saw(name, head)  # catch_up returns once the view reached the head
-            else:
-                self.wait_for(target, [name])
-                if reached >= 0:
-                    self._saw(name, target)
+            if self._catch_up(name, source, target, head) and head is not None and reached >= 0:
+                self._saw(name, head)  # catch_up returns once the view reached the head
+            elif reached >= 0:
+                self._saw(name, target)
+        if being is not None:
+            self._not_held(being, chosen)
+
+    def _catch_up(self, name: str, source: EventSource, target: int, head: int | None) -> bool:
+        """Catch the view up to `target` here, or wait for whoever holds its lock to get it there: a
+        worker, or another thread or process catching up, after which this one may have to go on
+        itself (its target may be further). True when this call caught it up, bounded by
+        `ENGRAM_CONSISTENCY_TIMEOUT_S`."""
+        db, projection = self.dbs[name], self.projections[name]
+        lock = self._catch_up_lock(name)
+        deadline = time.monotonic() + self.settings.consistency_timeout_s
+        delay = 0.002
+        while not lock.try_acquire():
+            if engine.position(db, projection).position >= target:
+                return False
+            if time.monotonic() >= deadline:
+                raise ConsistencyTimeout(
+                    f"view {name} did not reach log position {target} in time; is `engram worker` "
+                    "running and healthy? (`engram projections status`)",
+                    position=target,
+                    views=[name],
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
+        try:
+            engine.catch_up(
+                db,
+                projection,
+                source,
+                until=target,
+                head=head,
+                limit=self.settings.projection_batch_size,
+                memo=self.memos[name],
+            )
+        except engine.LogDiverged as exc:
+            raise self._diverged(name, exc.position, str(exc)) from exc
+        finally:
+            lock.release()
+        return True
 
     def _shared_read(self, behind: list[tuple[str, int]], head: int | None) -> EventSource:
-        """The source the views behind catch up from: when several are a few events behind the head,
-        their events read and decoded once (after a recall, the memory and vector views both read
-        the same node events)."""
-        known = [reached for _, reached in behind if reached >= 0]
-        if head is None or len(known) < 2 or head - min(known) > SHARED_READ_MAX_GAP:
+        if head is None:
             return self.source
-        tagged = getattr(self.source, "tagged_events", None)
-        if tagged is None:
-            return self.source
-        after = min(known)
-        topics = sorted({t for name, _ in behind for t in self.projections[name].topics})
-        # At most `head - after` events lie in (after, head]: with that limit the read is complete.
-        return SharedRead(self.source, after, head, topics, tagged(after + 1, head - after, topics, head))
+        known = [(reached, self.projections[name].topics) for name, reached in behind if reached >= 0]
+        return engine.shared_read(self.source, known, head)
 
     def _saw(self, name: str, position: int) -> None:
         if position > self._reached.get(name, -1):
             self._reached[name] = position
 
+    def _diverged(self, name: str, position: int, why: str) -> ViewDiverged:
+        log.error("view is ahead of the log; reads of it fail until it is rebuilt", view=name, reason=why)
+        self._reached.pop(name, None)
+        engine.record_error(self.dbs[name], self.projections[name], f"LogDiverged: {why}")
+        return ViewDiverged(
+            f"the {name} view is ahead of the event log (the log lost events it had applied, as a power "
+            f"cut does); it serves again once rebuilt: by `engram worker`, or `engram projections "
+            f"rebuild {name}`",
+            position=position,
+            views=[name],
+        )
+
+    def _not_held(self, being: UUID, names: Iterable[str]) -> None:
+        key = str(being)
+        for name in names:
+            if key not in self.memos[name].held:
+                continue
+            db, projection = self.dbs[name], self.projections[name]
+            seen = engine.position(db, projection)  # released meanwhile by another process?
+            self.memos[name].held = seen.held
+            if key in seen.held:
+                hold = next((h for h in engine.status(db, projection).holds if h.being == key), None)
+                since = f" since {hold.since}, from its event at log position {hold.position}" if hold else ""
+                raise ViewHeldBack(
+                    f"the {name} view holds back this being's events{since}: one of them could not be "
+                    f"applied. `engram projections status` shows why; `engram projections retry {name}` "
+                    "applies them again once the cause is fixed",
+                    position=hold.position if hold else None,
+                    views=[name],
+                )
+
     def rebuild_diverged(self, name: str, exc: engine.LogDiverged) -> None:
         """The log lost events this view had applied (a power cut after commits that skipped the
-        wait for the disk, ADR 0018): rebuild it from the log as it is."""
+        wait for the disk, ADR 0018): rebuild it from the log as it is. For the worker and admin
+        commands only: a read never rebuilds (ADR 0032)."""
         log.error("view is ahead of the log; rebuilding it", view=name, reason=str(exc))
         self._reached.pop(name, None)
         try:
             self.rebuild(name)
         except Conflict:  # another process found it first; the old generation serves until it switches
             log.warning("view is ahead of the log; another process is rebuilding it", view=name)
+
+    def catch_up_or_rebuild(self, names: Iterable[str] | None = None) -> None:
+        """What `engram worker --once` does: every view caught up to the head, and a view found
+        ahead of the log rebuilt."""
+        for name in names or self.names():
+            try:
+                self.ensure(names=[name])
+            except ViewDiverged:
+                self.rebuild_diverged(name, engine.LogDiverged(name, -1, "found by a catch-up"))
+                self.ensure(names=[name])
 
     def _upgrade(self, name: str, stored: int) -> None:
         """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""
@@ -337,7 +320,9 @@ class Views:
         pending = list(names or self.names())
         delay = 0.005
         while pending:
-            pending = [n for n in pending if engine.position(self.dbs[n], self.projections[n])[0] < position]
+            pending = [
+                n for n in pending if engine.position(self.dbs[n], self.projections[n]).position < position
+            ]
             if not pending:
                 return
             if time.monotonic() >= deadline:
@@ -362,12 +347,33 @@ class Views:
             out.append(row)
         return out
 
+    def problems(self) -> list[dict[str, Any]]:
+        """The views that stopped or hold beings back, as a public health check may show them: the
+        error's kind, never its text, and how many beings are held, never which."""
+        out = []
+        for name in self.names():
+            st = engine.status(self.dbs[name], self.projections[name])
+            if st.last_error is None and not st.holds:
+                continue
+            out.append(
+                {
+                    "view": name,
+                    "last_error": st.last_error.split(":", 1)[0] if st.last_error else None,
+                    "since": st.error_since,
+                    "position": st.position,
+                    "held_beings": len(st.holds),
+                    "held_since": min((h.since for h in st.holds), default=None),
+                }
+            )
+        return out
+
     def rebuild(self, name: str, progress: Callable[[int, int], None] | None = None) -> int:
         self._check(name)
         lock = self.lock(name, "rebuild")
         if not lock.try_acquire():
             raise Conflict(f"a rebuild of {name} is already running")
         try:
+            self._drop_strays(name)
             return engine.rebuild(
                 self.dbs[name],
                 self.projections[name],
@@ -397,6 +403,8 @@ class Views:
                 if not lock.try_acquire():
                     raise Conflict(f"a rebuild of {name} is already running")
                 held.append(lock)
+            for name in chosen:
+                self._drop_strays(name)
             return engine.rebuild_many(
                 [(self.dbs[n], self.projections[n]) for n in chosen],
                 self._bulk_source,
@@ -407,13 +415,69 @@ class Views:
             for lock in held:
                 lock.release()
 
+    def _drop_strays(self, name: str) -> None:
+        """Before a rebuild (its lock held): what earlier rebuilds that died left outside SQL."""
+        db, projection = self.dbs[name], self.projections[name]
+        with db.read() as conn:
+            active = engine.active_generation(conn, db, projection)
+        dropped = projection.drop_stray_extras(keep=active)
+        if dropped:
+            log.warning("dropped what unfinished rebuilds left", view=name, extras=dropped)
+
+    def collect_garbage(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        """Drop what unfinished rebuilds left (their generations, their vector collections) in every
+        view no rebuild is running for; `engram projections gc`, and the worker when it starts."""
+        out: dict[str, Any] = {}
+        for name in names or self.names():
+            lock = self.lock(name, "rebuild")
+            if not lock.try_acquire():
+                out[name] = "skipped: a rebuild is running"
+                continue
+            try:
+                out[name] = engine.collect_garbage(self.dbs[name], self.projections[name])
+            finally:
+                lock.release()
+        return out
+
+    def retry(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+        """Apply the events the views hold back again (`engram projections retry`). Where a worker
+        runs the view, it is asked to (at its next step); otherwise it happens here."""
+        out: list[dict[str, Any]] = []
+        for name in names or self.names():
+            self._check(name)
+            db, projection = self.dbs[name], self.projections[name]
+            beings = [h.being for h in engine.status(db, projection).holds]
+            if not beings:
+                continue
+            lock = self._catch_up_lock(name)
+            if not lock.try_acquire():
+                holds.request_retry(db, projection, beings)
+                out += [{"view": name, "being_id": b, "result": "asked the worker"} for b in beings]
+                continue
+            try:
+                done = self.retry_held(name, beings)
+            finally:
+                lock.release()
+            out += [
+                {"view": name, "being_id": r.being, "result": "applied" if r.released else r.error}
+                for r in done
+            ]
+        return out
+
+    def retry_held(self, name: str, beings: Iterable[str] | None = None) -> list[engine.Retried]:
+        """Apply the held events of `beings` (default: those whose next try is due) again. The caller
+        holds the view's processing lock (the worker, `retry`)."""
+        db, projection = self.dbs[name], self.projections[name]
+        chosen = list(beings) if beings is not None else holds.due(db, projection)
+        return holds.retry(
+            db, projection, self.source, self.memos[name], chosen, limit=self.settings.projection_batch_size
+        )
+
     def close(self) -> None:
         self.overlap.close()
         for lock in self._catch_up_locks.values():
             lock.close()
-        if self.vectors_view._index is not None:
-            self.vectors_view._index.close()
+        self.vectors_view.close()
         for db in self.dbs.values():
             db.close()
-        if self._pg is not None:
-            self._pg.close()
+        self._storage.close()

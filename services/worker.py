@@ -6,7 +6,13 @@ lock). A failed batch rolls back, is logged with its reason, recorded in the vie
 retried with exponential backoff; the other projections keep going.
 
 New events are noticed by polling on SQLite, and by LISTEN/NOTIFY on PostgreSQL plus a periodic
-safety pull, because a lost notification must never stall a projection.
+safety pull, because a lost notification must never stall a projection (the listener is the
+composition root's: `Engram.listener()`).
+
+A batch that keeps failing at the same position (`ISOLATE_AFTER` times, with backoff) is applied in
+smaller ones until the event it fails on is found; that event's being is then held back in the view,
+and the other beings' events go on (ADR 0031). Held beings are tried again when due. When it starts,
+the worker drops what unfinished rebuilds left behind (their generations, their vector collections).
 
 Maintenance, never in a request or projection thread: one thread builds the HNSW index of a node
 collection once enough points are searched by brute force (`VectorMaintenance`, ADR 0009), another
@@ -23,15 +29,23 @@ from typing import Any
 
 import structlog
 
+from engram.domain.errors import DomainError
 from engram.projections import engine
 from engram.projections.vectors import nodes_alias
+from engram.services.errors import StorageFull
 from engram.services.fulltext_maintenance import FullTextMaintenance
+from engram.services.ports import Listen, Lock
 from engram.services.views import Views
 
 log = structlog.get_logger("engram.worker")
 
 MAX_BACKOFF_S = 30.0
 SAFETY_PULL_S = 2.0
+"""On PostgreSQL, how often the listener wakes the loops without a notification."""
+
+ISOLATE_AFTER = 3
+"""Failures of a batch at one position (retried with backoff) before its events are applied in
+smaller batches to find the one it fails on: a failure that goes away by itself is left to the backoff."""
 # A node collection is optimized (HNSW built) once at least `ENGRAM_VECTOR_OPTIMIZE_MIN_POINTS`
 # (default 10k) of its points are outside the index *and* it holds that many more points than after
 # its last optimize. Below it, exact search over the unindexed points costs a few ms; Edge leaves
@@ -120,7 +134,7 @@ class Worker:
         *,
         names: Iterable[str] | None = None,
         poll_interval: float = 0.2,
-        listen: Callable[[Wakeup, threading.Event], None] | None = None,
+        listen: Listen | None = None,
         on_idle: Callable[[], None] | None = None,
         maintenance: VectorMaintenance | None = None,
         maintenance_interval: float | None = None,
@@ -155,6 +169,12 @@ class Worker:
         }
 
     def start(self) -> None:
+        try:
+            self.views.collect_garbage(self.names)
+        except StorageFull as exc:  # the next start tries again; the views wait for space meanwhile
+            log.warning("no space left to drop what unfinished rebuilds left", path=exc.path)
+        except Exception:  # never keeps the views from running
+            log.error("dropping what unfinished rebuilds left failed", exc_info=True)
         for name in self.names:
             t = threading.Thread(target=self._loop, args=(name,), name=f"projection-{name}", daemon=True)
             t.start()
@@ -202,6 +222,8 @@ class Worker:
                 continue
             try:
                 run()
+            except StorageFull as exc:  # the next interval tries again
+                log.warning(f"{name} skipped: no space left", path=exc.path)
             except Exception as exc:
                 if self.stop_event.is_set():
                     return
@@ -212,11 +234,14 @@ class Worker:
         try:
             while not self.stop_event.wait(1.0):
                 if self.on_idle is not None:
-                    self.on_idle()
+                    try:
+                        self.on_idle()
+                    except DomainError as exc:  # a full disk, views that lag behind it: the next tick
+                        log.warning("idle task refused", error=exc.code, reason=exc.message)
         finally:
             self.stop()
 
-    def _acquire(self, name: str) -> Any:
+    def _acquire(self, name: str) -> Lock | None:
         lock = self.views.lock(name)
         announced = False
         while not self.stop_event.is_set():
@@ -245,67 +270,61 @@ class Worker:
             return
         self._held.add(name)
         db, projection = self.views.dbs[name], self.views.projections[name]
+        memo = self.views.memos[name]
         backoff = 0.5
         seen = self.wakeup.generation
-        failing = False
+        failures = 0
         try:
             while not self.stop_event.is_set():
                 try:
                     count = engine.process(
-                        db, projection, self.views.source, limit=self.views.settings.projection_batch_size
+                        db,
+                        projection,
+                        self.views.source,
+                        limit=self.views.settings.projection_batch_size,
+                        memo=memo,
+                        isolating=failures >= ISOLATE_AFTER,
                     )
                 except Exception as exc:
                     if isinstance(exc, engine.LogDiverged) and self._rebuilt(name, exc):
                         continue
                     self.stats[name]["errors"] += 1
-                    failing = True
-                    reason = f"{type(exc).__name__}: {exc}"
-                    log.error(
-                        "projection failed; restarting after backoff",
-                        projection=name,
-                        reason=reason,
-                        backoff_s=backoff,
-                        exc_info=True,
-                    )
-                    try:
-                        engine.record_error(db, projection, reason)
-                    except Exception:  # the view database itself may be what failed
-                        log.warning("could not record the error in the view", projection=name)
+                    failures += 1
+                    if isinstance(exc, StorageFull):  # no bug to trace: waits for space, as for a lock
+                        log.warning(
+                            "no space left; projection waits",
+                            projection=name,
+                            path=exc.path,
+                            backoff_s=backoff,
+                        )
+                    else:
+                        log.error(
+                            "projection failed; restarting after backoff",
+                            projection=name,
+                            reason=f"{type(exc).__name__}: {exc}",
+                            backoff_s=backoff,
+                            exc_info=True,
+                        )
                     self.stop_event.wait(backoff)
                     backoff = min(backoff * 2, MAX_BACKOFF_S)
                     self.stats[name]["restarts"] += 1
                     continue
-                if failing:
-                    engine.record_error(db, projection, None)
+                if failures:
                     log.info("projection recovered", projection=name)
-                    failing = False
+                    failures = 0
                 backoff = 0.5
                 self.stats[name]["events"] += count
+                if memo.held:
+                    self._retry_held(name)
                 if count == 0:
                     seen = self.wakeup.wait(seen, self.poll_interval)
         finally:
             self._held.discard(name)
             lock.release()
 
-
-def postgres_listener(conninfo: str, channel: str) -> Callable[[Wakeup, threading.Event], None]:
-    """LISTEN on the log's channel and wake the loops; reconnect on failure."""
-
-    def listen(wakeup: Wakeup, stop: threading.Event) -> None:
-        import psycopg
-        from psycopg import sql
-
-        while not stop.is_set():
-            try:
-                with psycopg.connect(conninfo, autocommit=True) as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-                    while not stop.is_set():
-                        for _ in conn.notifies(timeout=SAFETY_PULL_S, stop_after=1):
-                            wakeup.notify()
-                        # Safety pull: wake the loops even without a notification.
-                        wakeup.notify()
-            except Exception:
-                log.warning("LISTEN connection lost; reconnecting", exc_info=True)
-                stop.wait(1.0)
-
-    return listen
+    def _retry_held(self, name: str) -> None:
+        """The held beings whose next try is due, tried again (this worker holds the view's lock)."""
+        try:
+            self.views.retry_held(name)
+        except Exception:
+            log.error("trying held events again failed", projection=name, exc_info=True)

@@ -31,10 +31,18 @@ def make_settings(backend: str, tmp_path: Path) -> Iterator[Callable[..., Settin
     if backend == "postgres":
         with postgres_schema(require_postgres()) as url:
             yield lambda **kw: Settings(
-                data_dir=tmp_path / "data", database_url=url, embedder="hashing", llm="none", **kw
+                **{
+                    "data_dir": tmp_path / "data",
+                    "database_url": url,
+                    "embedder": "hashing",
+                    "llm": "none",
+                    **kw,
+                }
             )
     else:
-        yield lambda **kw: Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none", **kw)
+        yield lambda **kw: Settings(
+            **{"data_dir": tmp_path / "data", "embedder": "hashing", "llm": "none", **kw}
+        )
 
 
 @pytest.fixture

@@ -75,7 +75,11 @@ def main() -> None:
     parser.add_argument("--json-out", type=Path, default=None, help="also write the JSON to this file")
     args = parser.parse_args()
     machine = machine_info()
-    result: dict[str, Any] = {"benchmark": "event_size", "machine": machine, "rows": [measure(384), measure(1536)]}
+    result: dict[str, Any] = {
+        "benchmark": "event_size",
+        "machine": machine,
+        "rows": [measure(384), measure(1536)],
+    }
     finish(result, args.json_out)
     if args.json:
         print(json.dumps(result, indent=2))

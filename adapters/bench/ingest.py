@@ -16,15 +16,27 @@ from engram.services.config import Settings
 
 
 def _scene(i: int) -> NoteInput:
-    return NoteInput(text=json.dumps({
-        "action": f"Reviewed pull request {i} with the platform team and agreed on the rollout",
-        "actors": ["me", "Priya"], "when": ["2026-11-20"], "feeling": "focused", "importance": 0.4,
-        "themes": ["work"],
-    }))
+    return NoteInput(
+        text=json.dumps(
+            {
+                "action": f"Reviewed pull request {i} with the platform team and agreed on the rollout",
+                "actors": ["me", "Priya"],
+                "when": ["2026-11-20"],
+                "feeling": "focused",
+                "importance": 0.4,
+                "themes": ["work"],
+            }
+        )
+    )
 
 
-def run(database_url: str | None, singles: int = 500, batched: int = 10_000, batch_size: int = 500,
-        repeats: int = 3) -> dict[str, Any]:
+def run(
+    database_url: str | None,
+    singles: int = 500,
+    batched: int = 10_000,
+    batch_size: int = 500,
+    repeats: int = 3,
+) -> dict[str, Any]:
     single_rates, batch_rates = [], []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as tmp:
@@ -42,7 +54,7 @@ def run(database_url: str | None, singles: int = 500, batched: int = 10_000, bat
                 single_rates.append(singles / (time.perf_counter() - t0))
                 t0 = time.perf_counter()
                 for i in range(singles, singles + batched, batch_size):
-                    e.notes.take_many(name, notes[i:i + batch_size])
+                    e.notes.take_many(name, notes[i : i + batch_size])
                 batch_rates.append(batched / (time.perf_counter() - t0))
             finally:
                 e.close()
@@ -58,10 +70,12 @@ def run(database_url: str | None, singles: int = 500, batched: int = 10_000, bat
 
 def render(result: dict[str, Any]) -> str:
     c = result["config"]
-    return "\n".join([
-        f"ingest on {result['backend']} — {result['machine']['summary']}",
-        f"  one note per command : {result['single_notes_per_s']:>9,.0f} notes/s (median of {c['repeats']}, "
-        f"{c['singles']} notes)",
-        f"  batches of {c['batch_size']:<10}: {result['batched_notes_per_s']:>9,.0f} notes/s "
-        f"({c['batched']} notes) — {result['ratio']:.1f}× faster",
-    ])
+    return "\n".join(
+        [
+            f"ingest on {result['backend']} — {result['machine']['summary']}",
+            f"  one note per command : {result['single_notes_per_s']:>9,.0f} notes/s (median of {c['repeats']}, "
+            f"{c['singles']} notes)",
+            f"  batches of {c['batch_size']:<10}: {result['batched_notes_per_s']:>9,.0f} notes/s "
+            f"({c['batched']} notes) — {result['ratio']:.1f}× faster",
+        ]
+    )

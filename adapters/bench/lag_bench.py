@@ -36,7 +36,7 @@ from engram.projections import engine
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
-from engram.services.worker import Worker, postgres_listener
+from engram.services.worker import Worker
 
 TICK_S = 0.010
 SAMPLE_S = 0.100
@@ -118,9 +118,8 @@ def run_rate(args: argparse.Namespace, rate: int) -> dict[str, Any]:
         views = e.views
         views.ensure()
         names = views.names()
-        if views._conninfo is not None:
-            channel: str = e.store.app.recorder.channel_name  # type: ignore[attr-defined]  # PostgreSQL only
-            listen = postgres_listener(views._conninfo, channel)
+        listen = e.listener()
+        if listen is not None:
             worker = Worker(views, poll_interval=5.0, listen=listen)  # as `engram worker` on PostgreSQL
             wakeup = "LISTEN/NOTIFY + safety pull"
         else:

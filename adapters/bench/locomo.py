@@ -140,7 +140,9 @@ class EvidenceCounts:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def normalise_evidence(raw: Any, known: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...], EvidenceCounts]:
+def normalise_evidence(
+    raw: Any, known: Iterable[str]
+) -> tuple[tuple[str, ...], tuple[str, ...], EvidenceCounts]:
     """(kept ids, the raw strings, counts). `raw` is a list of strings or one string."""
     items: list[str]
     if raw is None:
@@ -228,7 +230,9 @@ def _conversation(index: int, sample: dict[str, Any]) -> Conversation:
             if not isinstance(item, dict):
                 skipped += 1
                 continue
-            caption = next((str(item[k]) for k in CAPTION_KEYS if isinstance(item.get(k), str) and item[k]), None)
+            caption = next(
+                (str(item[k]) for k in CAPTION_KEYS if isinstance(item.get(k), str) and item[k]), None
+            )
             text = str(item.get("text") or "")
             found = _DIA_ID.search(str(item.get("dia_id") or ""))
             dia_id = f"D{int(found[1])}:{int(found[2])}" if found else f"D{number}:{ti}"
@@ -252,9 +256,7 @@ def _conversation(index: int, sample: dict[str, Any]) -> Conversation:
             counts.questions_without_evidence = 1
         totals.add(counts)
         questions.append(Question(qi, text, _category(qa.get("category")), kept, raw))
-    return Conversation(
-        index, sample_id, speakers, turns, questions, totals, undated, skipped, skipped_q
-    )
+    return Conversation(index, sample_id, speakers, turns, questions, totals, undated, skipped, skipped_q)
 
 
 def load(path: Path, limit: int | None = None) -> list[Conversation]:

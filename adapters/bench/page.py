@@ -4,7 +4,8 @@ Every figure on the page comes from a result file; the prose around the tables e
 measured and never quotes a number itself, so a new run regenerates the page without stale text.
 The LoCoMo tuning log is history (each row was measured once, on the day of the change) and is
 included verbatim from `docs/bench/locomo-notes.md`; so is the record of earlier runs of the latency
-goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only.
+goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only,
+and the before/after record of the memory bounds (`docs/bench/memory-notes.md`, ADR 0028).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ Result = dict[str, Any]
 BENCH_DOCS = Path(__file__).resolve().parents[2] / "docs" / "bench"
 LOCOMO_NOTES = BENCH_DOCS / "locomo-notes.md"
 EARLIER_RUNS = BENCH_DOCS / "earlier-runs.md"
+MEMORY_NOTES = BENCH_DOCS / "memory-notes.md"
 
 # Goals from the issues; the page says for each whether this run met it.
 REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
@@ -446,6 +448,77 @@ def http(r: Result) -> str:
     )
 
 
+def _mib(value: float | None) -> str:
+    return "–" if value is None else f"{value / 1024 / 1024:,.0f}"
+
+
+def memory(results: dict[str, Result]) -> str | None:
+    """`memory.json` (`engram bench memory -- compare`) and `memory-soak.json` (`… -- soak`)."""
+    parts: list[str] = []
+    first: Result | None = None
+    if "memory" in results:
+        r = first = results["memory"]
+        rows, disk_rows = [], []
+        for entry in r["sizes"]:
+            for key in ("engram", "serve", "mem0"):
+                side = entry.get(key)
+                if side is None:
+                    continue
+                m = side["memory"]
+                rows.append(
+                    (
+                        side["system"],
+                        _n(entry["size"]),
+                        _mib(m["rss"]),
+                        _mib(m["hwm"]),
+                        _mib(side["disk"]["total"]),
+                    )
+                )
+            if "ratios" in entry:
+                x = entry["ratios"]
+                rows.append(
+                    ("Engram ÷ mem0", _n(entry["size"]), f"{x['rss']}×", f"{x['hwm']}×", f"{x['disk']}×")
+                )
+            side = entry.get("engram") or entry.get("serve")
+            if side is not None:
+                for name, v in list(side["disk"]["components"].items())[:10]:
+                    disk_rows.append((f"{name} ({_n(entry['size'])})", f"{v['allocated'] / 1024 / 1024:.1f}"))
+        parts += [
+            "A fresh process per system notes the scenes through each one's public API with the same "
+            "MiniLM ONNX embedder (mem0 with `infer=False` on its default local Qdrant), then runs the "
+            "same reads; RSS is read from /proc, disk counts the allocated blocks of every file under "
+            "each system's data dirs. `engram serve` rows measure a server opened on the data after the "
+            "reads over HTTP.",
+            table(["system", "scenes", "RSS MiB", "peak RSS MiB", "disk MiB"], rows),
+            table(["Engram's disk, largest components", "MiB"], disk_rows),
+        ]
+    if "memory-soak" in results:
+        r = results["memory-soak"]
+        first = first or r
+        p, s = r["plateau"], r["setup"]
+        minute = max(1, round(60 / s["interval_s"]))
+        samples = r["samples"][::minute]
+        parts += [
+            f"`engram bench memory -- soak`: `engram serve` under {s['writes_per_s']} notes/s and "
+            f"{s['reads_per_s']} reads/s for {s['minutes']} minutes (its embedded worker patrols), RSS "
+            f"every {s['interval_s']:.0f} s (one sample a minute shown). Plateau: "
+            f"{'**yes**' if p['plateaued'] else '**no**'} — the median RSS of the last quarter is "
+            f"{p['median_last_quarter_mib']} MiB against {p['median_third_quarter_mib']} MiB in the "
+            f"quarter before ({p['growth_pct']:+.1f} %, threshold {p['threshold_pct']} %); over the "
+            f"second half RSS moved {p['slope_second_half_mib_per_min']:+.2f} MiB a minute, while the "
+            f"data grew (highest sample {p['max_mib']} MiB).",
+            table(
+                ["minute", "RSS MiB", "anonymous MiB", "notes written", "reads"],
+                [(x["t_s"] // 60, x["rss_mib"], x["anon_mib"], x["notes"], x["reads"]) for x in samples],
+            ),
+        ]
+    if first is None:
+        return None
+    if MEMORY_NOTES.exists():  # measured once, beside the unchanged code: history, not a rerun
+        parts.append(MEMORY_NOTES.read_text(encoding="utf-8").strip())
+    return _section("Memory and disk", "engram bench memory -- compare / soak", first, parts)
+
+
 def locomo(r: Result) -> str:
     ds, cfg, ing = r["dataset"], r["config"], r["ingest"]
     ev = ds["evidence"]
@@ -656,6 +729,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("patrol", patrol),
     ("recall", lambda rs: recall(rs["recall"]) if "recall" in rs else None),
     ("http", lambda rs: http(rs["http"]) if "http" in rs else None),
+    ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
 )
 

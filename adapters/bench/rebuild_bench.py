@@ -45,7 +45,7 @@ from engram.domain.ids import node_id_for_note
 from engram.domain.node import MemoryNode, ReactivationSource
 from engram.domain.note import Note
 from engram.domain.scene import validate_scene_object
-from engram.projections import engine
+from engram.projections.engine import rebuilding
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.config import Settings
 from engram.services.ports import LLMAnswer, LLMUnavailable
@@ -213,17 +213,17 @@ def switch_times() -> Iterator[list[tuple[float, float]]]:
     """(wall, CPU) instants at which views switched: a rebuild drops the old generations right after
     its switch commits (progress reports can reach the head earlier, before the indexes are built)."""
     times: list[tuple[float, float]] = []
-    drop = engine.drop_generations
+    drop = rebuilding.drop_generations
 
-    def timed_drop(*args: Any, **kwargs: Any) -> None:
+    def timed_drop(*args: Any, **kwargs: Any) -> list[int]:
         times.append((time.perf_counter(), time.process_time()))
-        drop(*args, **kwargs)
+        return drop(*args, **kwargs)
 
-    engine.drop_generations = timed_drop
+    rebuilding.drop_generations = timed_drop
     try:
         yield times
     finally:
-        engine.drop_generations = drop
+        rebuilding.drop_generations = drop
 
 
 def rebuild_once(e: Engram, names: list[str]) -> tuple[float, float, float]:

@@ -311,7 +311,7 @@ def measure(
         lambda v: views.vectors.similar_nodes(being_id, model, v, 100, statuses=live),
         vecs,
     )
-    add("part: full-text top 100 (query)", lambda t: views.read.lexical(being_id, t, 100), texts)
+    add("part: full-text top 100 (query)", lambda t: views.search.lexical(being_id, t, 100), texts)
     some = [UUID(r["id"]) for r in views.read.nodes(being_id, limit=200)]
     offsets = [i % 100 for i in range(len(pairs))]
     add("part: SQL fetch 3 nodes", lambda i: views.read.nodes(being_id, ids=some[i : i + 3]), offsets)

@@ -42,6 +42,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     patrol_fixed: tuple[str, ...]
     recall: tuple[str, ...]
     http: tuple[str, ...]
+    memory: tuple[str, ...]
     if quick:
         ingest_args = ("--singles", "10", "--batched", "100", "--repeats", "1")
         vectors = ("--sizes", "300", "--queries", "5", "--hnsw-ef", "")
@@ -51,6 +52,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         patrol_fixed = (*patrol[:4], "--scenes", "0", "--dying", "3")
         recall = ("--sizes", "300", "--others", "50", "--queries", "5", "--texts", "40")
         http = ("--scenes", "20", "--calls", "5", "--embedder", "hashing")
+        memory = ("--sizes", "100", "--reads", "3", "--patrol-every", "100")
     else:
         ingest_args = ()
         vectors = ("--sizes", "10000,100000")
@@ -60,6 +62,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         patrol_fixed = (*patrol, "--scenes", "0", "--dying", "100")
         recall = ("--sizes", "10000,100000")
         http = ()
+        memory = ("--sizes", "10000")
 
     runs = [BenchRun("event-size", passthrough("event-size"))]
     runs += per_backend("ingest", ("ingest", *ingest_args, "--json"))
@@ -70,6 +73,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("patrol-fixed", passthrough("patrol", *patrol_fixed)))
     runs.append(BenchRun("recall", passthrough("recall", *recall)))
     runs.append(BenchRun("http", passthrough("http", *http)))
+    runs.append(BenchRun("memory", passthrough("memory", "compare", *memory)))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs
@@ -94,7 +98,13 @@ def run_all(
         # The arguments are this module's own plan, never user text: no shell, no injection.
         with open(target.with_suffix(".part"), "w", encoding="utf-8") as stdout:
             proc = subprocess.run(  # noqa: S603
-                [sys.executable, "-c", "from engram.adapters.cli.main import main; main()", "bench", *run.args],
+                [
+                    sys.executable,
+                    "-c",
+                    "from engram.adapters.cli.main import main; main()",
+                    "bench",
+                    *run.args,
+                ],
                 stdout=stdout,
                 env={**os.environ, "ENGRAM_LOG_LEVEL": os.environ.get("ENGRAM_LOG_LEVEL", "warning")},
                 check=False,

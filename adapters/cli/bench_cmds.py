@@ -57,6 +57,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
+    _passthrough(
+        "memory",
+        "memory_bench",
+        "RSS and disk per component at 10k/100k scenes, beside mem0 (`compare`), and RSS under a soak.",
+    )
 
     @bench.command("all")
     @click.option(

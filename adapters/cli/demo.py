@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from engram.adapters.cli.output import NO_LLM, plain_reason
 from engram.services.commands import NoteInput
 from engram.services.errors import DuplicateBeing
 
@@ -99,10 +100,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         for e in recent:
             say(f"  #{e['position']:<5} {e['type']:<28} {e['aggregate_id']}")
         report = engram.patrol(DEMO_BEING)
-        say(f"\npatrol, cycle {report.cycle} (LLM: {report.llm or 'none, mechanical steps only'}):")
+        say(f"\npatrol, cycle {report.cycle} (LLM: {report.llm or NO_LLM}):")
         for step in report.steps:
             counts = ", ".join(f"{k} {v}" for k, v in (step.get("counts") or {}).items())
-            say(f"  {step['step']:<18} {step.get('state', '')} {counts or step.get('reason') or ''}")
+            reason = plain_reason(step["reason"]) if step.get("reason") else ""
+            say(f"  {step['step']:<18} {step.get('state', '')} {counts or reason}")
         being_id = engram.views.read.being_by_name(DEMO_BEING)["id"]
         tree = cluster_tree(engram, being_id)
         say("\nclusters:")

@@ -40,7 +40,9 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
     if not wanted:
         return None
     auto = AutoPatrol(engram) if settings.auto_patrol else None
-    worker = Worker(engram.views, poll_interval=settings.worker_poll_interval_s, on_idle=auto.tick if auto else None)
+    worker = Worker(
+        engram.views, poll_interval=settings.worker_poll_interval_s, on_idle=auto.tick if auto else None
+    )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()
     return worker
@@ -92,8 +94,13 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         It holds the embedded vector index while it runs: the CLI, `engram mcp` and `engram worker`
         reach it through this process.
         """
+        from engram.adapters.cli.admin import log_embedder_mismatch
         from engram.adapters.http import HttpSettings, create_app
         from engram.adapters.logging import configure_logging
+        from engram.adapters.process_memory import limit_malloc_arenas
+        from engram.services.config import load_model_settings
+
+        limit_malloc_arenas()  # before the request threads allocate (ADR 0028)
 
         overrides: dict[str, Any] = {
             k: v
@@ -106,7 +113,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             }.items()
             if v is not None
         }
-        http = HttpSettings(**overrides)
+        http = load_model_settings(HttpSettings, **overrides)
         if no_auth and not is_loopback(http.host):
             raise InvalidInput(
                 f"--no-auth serves without tokens, so it binds only to a loopback address "
@@ -124,6 +131,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         hold_vector_index(ctx.engram.views.vector_index)  # the embedded index's owner while it runs
         app = create_app(ctx.engram, settings=http, auth=not no_auth)
         worker = _start_embedded_worker(ctx.engram, embedded_worker)
+        log_embedder_mismatch(ctx.engram)
         mode = "WITHOUT AUTHENTICATION (development mode)" if no_auth else "bearer tokens required"
         click.echo(f"engram: serving http://{http.host}:{http.port}/v1 — {mode}; Ctrl-C stops", err=True)
         uvicorn.run(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -14,28 +17,44 @@ from uuid import UUID
 
 import click
 import structlog
+from pydantic import ValidationError
 
-from engram.adapters.cli.output import EXIT_UNEXPECTED, emit_json, fail, fail_text
+from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
-from engram.domain.errors import DomainError, InvalidInput, InvalidScene
-from engram.domain.scene import parse_scene_text
+from engram.adapters.storage_full import deployment_storage, is_storage_full
+from engram.domain.errors import DomainError, InvalidInput
+from engram.domain.note import NoteKind
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import MAX_BATCH_NOTES, NoteInput
-from engram.services.config import Settings
+from engram.services.commands import NoteInput, invalid_input_of
+from engram.services.config import Settings, load_settings, unknown_variables
+from engram.services.errors import StorageFull
+from engram.services.note_import import ImportProgress, Line, import_lines
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = structlog.get_logger("engram.cli")
 
-IMPORT_BATCH = 500
-
 
 class Context:
+    """What the commands share: the settings, read when a command first needs them (so `--help` works
+    whatever the environment holds), and Engram, opened on first use."""
+
     def __init__(self, data_dir: Path | None) -> None:
-        overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
-        self.settings = Settings(**overrides)
-        configure_logging(self.settings.log_level, self.settings.log_format)
+        self._overrides: dict[str, Any] = {"data_dir": data_dir} if data_dir else {}
+        self._settings: Settings | None = None
         self._engram: Engram | None = None
+
+    @property
+    def settings(self) -> Settings:
+        """Raises `ConfigurationError` (exit 2, one line per problem); warns of unknown variables."""
+        if self._settings is None:
+            from engram.adapters.http.config import HttpSettings
+
+            for warning in unknown_variables(models=(Settings, HttpSettings)):
+                click.echo(f"warning: {warning}", err=True)
+            self._settings = load_settings(**self._overrides)
+            configure_logging(self._settings.log_level, self._settings.log_format)
+        return self._settings
 
     @property
     def engram(self) -> Engram:
@@ -53,9 +72,12 @@ def command(fn: F) -> F:
 
     def wrapper(ctx: Context, /, *args: Any, as_json: bool, **kwargs: Any) -> Any:
         try:
+            _ = ctx.settings  # a configuration problem stops every command before it starts
             return fn(ctx, *args, as_json=as_json, **kwargs)
         except DomainError as exc:
             fail(exc, as_json=as_json)
+        except ValidationError as exc:
+            fail(invalid_input_of(exc), as_json=as_json)
         except (click.ClickException, click.exceptions.Exit, SystemExit, KeyboardInterrupt):
             raise
         except BrokenPipeError:  # `engram log | head`: the reader left, nothing to report
@@ -63,6 +85,8 @@ def command(fn: F) -> F:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:  # the user gets one line; ENGRAM_LOG_LEVEL=debug shows the traceback
+            if is_storage_full(exc):  # found by a read, where the file is not known
+                fail(StorageFull(deployment_storage(ctx.settings)), as_json=as_json)
             log.debug("unexpected error", exc_info=True)
             fail_text(f"unexpected {type(exc).__name__}: {exc}", EXIT_UNEXPECTED)
         finally:
@@ -176,35 +200,17 @@ def being_sleep(
 # -- notes ----------------------------------------------------------------------------------
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, str]]:
+def _read_lines(path: Path) -> list[Line]:
     try:
         with path.open(encoding="utf-8") as fh:
-            return [(n, line.rstrip("\n")) for n, line in enumerate(fh, 1) if line.strip()]
+            return [Line(n, line.rstrip("\n")) for n, line in enumerate(fh, 1) if line.strip()]
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise InvalidInput(f"{path} is not UTF-8 text") from None
 
 
-def _validate_lines(lines: list[tuple[int, str]]) -> None:
-    """Check every line before writing any, so a bad line 9,000 leaves nothing half-imported."""
-    problems: list[dict[str, Any]] = []
-    for lineno, text in lines:
-        try:
-            parse_scene_text(text)
-        except InvalidScene as exc:
-            problems.extend(
-                {"field": f"line {lineno}: {e['field']}", "message": e["message"]} for e in exc.errors
-            )
-        except InvalidInput as exc:
-            problems.append({"field": f"line {lineno}", "message": exc.message})
-    if problems:
-        raise InvalidScene(f"{len(problems)} problem(s) in the file; nothing was imported", problems[:50])
-
-
-def _batches(items: list[NoteInput], size: int) -> Iterator[list[NoteInput]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
+NOTE_KINDS = [k.value for k in NoteKind]
 
 
 @cli.command("note")
@@ -216,12 +222,12 @@ def _batches(items: list[NoteInput], size: int) -> Iterator[list[NoteInput]]:
     type=click.Path(path_type=Path, dir_okay=False),
     help="Scenes as JSON lines, one per line; imported in batches.",
 )
-@click.option("--text", "plain_text", help="A note's text (with --kind).")
+@click.option("--text", "plain_text", help="A note's text; needs --kind (todo, rule, …).")
 @click.option(
     "--kind",
-    default="scene",
-    show_default=True,
-    type=click.Choice(["scene", "todo", "reminder", "knowledge", "rule", "preference", "relationship"]),
+    default=None,
+    type=click.Choice(NOTE_KINDS),
+    help="The kind of a --text note. --scene and --file note scenes.",
 )
 @click.option("--key", "idempotency_key", help="Idempotency key: the same key twice gives the same note.")
 @click.option("--source-ref", help="Where the note came from, e.g. a message id.")
@@ -232,24 +238,40 @@ def note(
     scene_text: str | None,
     scene_file: Path | None,
     plain_text: str | None,
-    kind: str,
+    kind: str | None,
     idempotency_key: str | None,
     source_ref: str | None,
     *,
     as_json: bool,
 ) -> None:
-    """Note a scene (or another kind of note) for BEING."""
+    """Note a scene (or another kind of note) for BEING.
+
+    --file imports JSON lines, one scene each: every line is checked before any is written, and each
+    gets an idempotency key (the file's path, the line's content and its place among identical lines;
+    or the line's own "key" member), so an import that was interrupted can simply be run again.
+    """
     given = [x for x in (scene_text, scene_file, plain_text) if x is not None]
     if len(given) != 1:
         raise InvalidInput("give exactly one of --scene, --file or --text")
     if scene_file is not None:
+        if kind not in (None, "scene"):
+            raise InvalidInput("--file notes scenes; use --text with --kind for other kinds")
         if idempotency_key:
-            raise InvalidInput("--key applies to one note, not to --file")
+            raise InvalidInput(
+                "--key applies to one note; a file's lines get their own keys (or a `key` member each)"
+            )
         _import_file(ctx, being_ref, scene_file, source_ref, as_json=as_json)
         return
-    text = scene_text if scene_text is not None else cast(str, plain_text)
-    if scene_text is not None and kind != "scene":
+    if scene_text is not None and kind not in (None, "scene"):
         raise InvalidInput("--scene notes a scene; use --text with --kind for other kinds")
+    if plain_text is not None and kind is None:
+        # Without a kind, prose would be stored as a scene that cannot parse: ask what it is instead.
+        raise InvalidInput(
+            f"--text needs --kind ({', '.join(k for k in NOTE_KINDS if k != 'scene')}); "
+            """a scene is --scene '{"action": …, "actors": […], "when": […]}'"""
+        )
+    text = scene_text if scene_text is not None else cast(str, plain_text)
+    kind = kind or "scene"
     result = ctx.engram.notes.take(
         being_ref, NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
     )
@@ -266,37 +288,47 @@ def note(
 
 
 def _import_file(ctx: Context, being_ref: str, path: Path, source_ref: str | None, *, as_json: bool) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    lines = _read_jsonl(path)
+    lines = _read_lines(path)
     if not lines:
         raise InvalidInput(f"{path} holds no scenes")
-    _validate_lines(lines)
-    items = [NoteInput(text=text, source_ref=source_ref) for _, text in lines]
-    taken: list[dict[str, Any]] = []
-    batch_size = min(IMPORT_BATCH, MAX_BATCH_NOTES)
-    with Progress(
-        TextColumn("noting"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("notes", total=len(items))
-        for batch in _batches(items, batch_size):
-            result = ctx.engram.notes.take_many(being_ref, batch)
-            taken.extend(n.model_dump() for n in result.notes)
-            progress.advance(task, len(batch))
-    failed = [(lineno, n) for (lineno, _), n in zip(lines, taken, strict=True) if n["parsed"] is False]
+    show = _progress_printer(f"noting {path.name}")
+    report = import_lines(
+        ctx.engram.notes, being_ref, str(path.resolve()), lines, source_ref=source_ref, progress=show
+    )
+    counts = report.progress
     if as_json:
-        emit_json({"noted": len(taken), "failed_to_parse": len(failed), "notes": taken})
-        return
-    click.echo(f"noted {len(taken)} scene(s) from {path}")
-    for lineno, n in failed:
+        emit_json(report.as_dict())
+    else:
         click.echo(
-            f"warning: line {lineno} did not parse as a scene, kept for repair: {n['parse_error']}", err=True
+            f"noted {len(report.notes)} scene(s) from {path}: {counts.written} written, "
+            f"{counts.already_there} already there, {counts.refused} refused"
         )
+    for item in report.failed_to_parse:
+        click.echo(
+            f"warning: line {item['line']} did not parse as a scene, kept for repair: {item['reason']}",
+            err=True,
+        )
+    for item in report.refused:
+        click.echo(f"refused: line {item['line']}: {item['reason']}", err=True)
+    if report.refused:
+        sys.exit(EXIT_CONFLICT)
+
+
+def _progress_printer(label: str) -> Callable[[ImportProgress], None]:
+    """Progress on stderr: one line rewritten in place on a terminal, one line per batch elsewhere."""
+    live = sys.stderr.isatty()
+
+    def show(p: ImportProgress) -> None:
+        text = (
+            f"{label}: read {p.read}/{p.total} lines, written {p.written}, "
+            f"already there {p.already_there}, refused {p.refused}"
+        )
+        if live:
+            click.echo(f"\r{text}", err=True, nl=p.read >= p.total)
+        else:
+            click.echo(text, err=True)
+
+    return show
 
 
 @cli.command("note-read")
@@ -384,29 +416,96 @@ def show(
 @click.option("--being", "being_ref", help="Only this being's events.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
-    "--after", default=0, show_default=True, type=click.IntRange(0), help="Start after this position."
+    "--after", default=None, type=click.IntRange(0), help="Start after this position (default: the start)."
+)
+@click.option("--tail", "tail", type=click.IntRange(1, 10_000), help="Only the last N events.")
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep printing events as they are written, until Ctrl-C (with --json: one object per line). "
+    "Starts with the last 10 events unless --after or --tail says otherwise.",
 )
 @command
-def log_command(ctx: Context, being_ref: str | None, limit: int, after: int, *, as_json: bool) -> None:
+def log_command(
+    ctx: Context,
+    being_ref: str | None,
+    limit: int,
+    after: int | None,
+    tail: int | None,
+    follow: bool,
+    *,
+    as_json: bool,
+) -> None:
     """The global event log in order."""
-    entries = ctx.engram.audit.log(being=being_ref, after=after, limit=limit)
-    if as_json:
-        emit_json(entries)
+    if tail is not None and after is not None:
+        raise InvalidInput("give --tail or --after, not both")
+    audit = ctx.engram.audit
+    if tail is not None or (follow and after is None):
+        entries = audit.tail(being=being_ref, limit=tail or 10)
+    else:
+        entries = audit.log(being=being_ref, after=after or 0, limit=limit)
+    if not follow:
+        emit_json(entries) if as_json else _print_log(entries, as_json=False)
         return
+    _print_log(entries, as_json=as_json)
+    position = (
+        entries[-1]["position"] if entries else (after if after is not None else ctx.engram.store.head())
+    )
+    interval = ctx.settings.worker_poll_interval_s
+    try:
+        while True:
+            time.sleep(interval)
+            entries = audit.log(being=being_ref, after=position, limit=10_000)
+            _print_log(entries, as_json=as_json)
+            if entries:
+                position = entries[-1]["position"]
+    except KeyboardInterrupt:  # Ctrl-C is how --follow ends: not an error
+        return
+
+
+def _print_log(entries: list[dict[str, Any]], *, as_json: bool) -> None:
     for e in entries:
-        click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
+        if as_json:
+            click.echo(json.dumps(e, ensure_ascii=False, default=str))
+        else:
+            click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
+    sys.stdout.flush()
 
 
 from engram.adapters.cli import admin as _admin  # noqa: E402
 from engram.adapters.cli import bench_cmds as _bench  # noqa: E402
 from engram.adapters.cli import demo as _demo  # noqa: E402
 from engram.adapters.cli import http_cmds as _http  # noqa: E402
+from engram.adapters.cli import listing_cmds as _listing  # noqa: E402
 from engram.adapters.cli import mcp_cmds as _mcp  # noqa: E402
 from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 
-for _module in (_demo, _admin, _reading, _http, _mcp, _bench):
+for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench):
     _module.register(cli, command)
 
 
 def main() -> None:
-    cli(prog_name="engram")
+    try:
+        cli(prog_name="engram")
+    except SystemExit as exc:  # how click ends every command, successful or not
+        _exit_now(exc.code)
+        raise
+
+
+def _exit_now(code: str | int | None) -> None:
+    """End the process without the interpreter's teardown once the command is done.
+
+    The command has closed Engram (its stores, views and vector index) in `command`'s `finally`; what
+    is left is freeing some 400,000 objects and the embedding model one by one, about 0.3 s of a
+    one-shot command such as `engram recall`. Output is flushed first. A process that still runs a
+    thread that is not a daemon takes the ordinary way out, which waits for it.
+    """
+    if any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return
+    if isinstance(code, str):  # `sys.exit("message")`: the interpreter would print it
+        click.echo(code, err=True)
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError):  # a reader that left (`engram log | head`): nothing to deliver
+            stream.flush()
+    os._exit(code or 0)

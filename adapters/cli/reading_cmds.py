@@ -11,7 +11,7 @@ from uuid import UUID
 
 import click
 
-from engram.adapters.cli.output import emit_json
+from engram.adapters.cli.output import emit_json, warn_if_embedder_changed
 from engram.domain.scene import Scene
 from engram.services.ranking import PROFILES
 from engram.services.reading import MAX_QUERY_K, NodeView
@@ -47,6 +47,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         Prints nothing when no memory is close enough. Each recalled node is reactivated (+1).
         """
         result = ctx.engram.reading.recall(being_ref, text)
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(result.model_dump())
         elif result.text:
@@ -57,7 +58,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @click.argument("cluster_id", type=click.UUID)
     @command
     def recall_cluster(ctx: Any, being_ref: str, cluster_id: UUID, *, as_json: bool) -> None:
-        """Every node of one cluster, most recently activated first (spec `recall_memory`).
+        """Every node of one cluster, most recently activated first.
 
         Active and dying nodes are reactivated +1, dead ones +2.
         """
@@ -84,7 +85,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def search(
         ctx: Any, being_ref: str, terms: tuple[str, ...], mode: str, limit: int, *, as_json: bool
     ) -> None:
-        """Keyword search (spec `search_memory`): each TERM, case-insensitively, as a substring of the
+        """Keyword search: each TERM, case-insensitively, as a substring of the
         action, the feeling or the `when` entries, or equal to a theme.
 
         Quote a TERM to search a phrase. Matching nodes are reactivated (+1, dead +2).
@@ -134,6 +135,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             include_dead=include_dead,
             reactivate=not no_reactivate,
         )
+        warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(result.model_dump())
             return

@@ -10,12 +10,16 @@ only when the embedder that needs them is built or first used.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from engram.adapters.embedders._errors import EmbedderConfigError
 from engram.adapters.embedders.hashing import HashingEmbedder
 from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
-from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
 from engram.services.config import Settings
 from engram.services.ports import Embedder
+
+if TYPE_CHECKING:
+    from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
 
 __all__ = [
     "EmbedderConfigError",
@@ -38,13 +42,17 @@ def build_embedder(settings: Settings) -> Embedder:
     if settings.embedder == "hashing":
         return HashingEmbedder()
     if settings.embedder == "openai":
-        if settings.openai_api_key is None or not settings.openai_api_key.get_secret_value():
+        from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+
+        key = settings.openai_key()  # a placeholder for a keyless server at the base URL
+        if key is None:
             raise EmbedderConfigError(
                 "ENGRAM_EMBEDDER=openai needs an API key: set ENGRAM_OPENAI_API_KEY (or OPENAI_API_KEY), "
+                "or ENGRAM_OPENAI_BASE_URL for a compatible server that needs none, "
                 "or choose ENGRAM_EMBEDDER=offline"
             )
         return OpenAIEmbedder(
-            api_key=settings.openai_api_key.get_secret_value(),
+            api_key=key,
             model=settings.embedding_model,
             base_url=settings.openai_base_url,
             batch_size=settings.embedding_batch_size,
@@ -54,3 +62,12 @@ def build_embedder(settings: Settings) -> Embedder:
     # Unreachable while Settings validates the literal; kept so that a new
     # choice added there fails loudly here rather than returning None.
     raise EmbedderConfigError(f"unknown embedder {settings.embedder!r}")
+
+
+def __getattr__(name: str) -> Any:
+    # httpx, which the OpenAI embedder talks through, is imported by the deployments that use it.
+    if name == "OpenAIEmbedder":
+        from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,6 +6,8 @@ importing the package `__init__`, which imports the adapters.
 
 from __future__ import annotations
 
+from engram.services.config import ConfigurationError
 
-class EmbedderConfigError(ValueError):
+
+class EmbedderConfigError(ConfigurationError):  # a ValueError too, through InvalidInput
     """The embedder is misconfigured (missing key, unknown model, bad parameter)."""

@@ -10,23 +10,33 @@ recorders and ids are bound as parameters (hence the S608 exemptions).
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 from uuid import UUID
 
 from eventsourcing.persistence import AggregateRecorder, StoredEvent
-from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 
 from engram.adapters.eventstore.transcodings import uuid_from_hex
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresAggregateRecorder
 
 MAX_IDS = 400
 """Aggregates per statement: SQLite binds two parameters per aggregate and allows 32,766 (999 before 3.32)."""
 
 
+def on_postgres(recorder: AggregateRecorder) -> TypeGuard[PostgresAggregateRecorder]:
+    # Without a PostgreSQL log the library's module (and psycopg, a fifth of the CLI's start-up) is
+    # never imported, and then no recorder can be one of its classes.
+    module = sys.modules.get("eventsourcing.postgres")
+    return module is not None and isinstance(recorder, module.PostgresAggregateRecorder)
+
+
 def supports(recorder: AggregateRecorder) -> bool:
-    return isinstance(recorder, SQLiteAggregateRecorder | PostgresAggregateRecorder)
+    return isinstance(recorder, SQLiteAggregateRecorder) or on_postgres(recorder)
 
 
 def latest_records(recorder: AggregateRecorder, ids: Sequence[UUID]) -> dict[UUID, StoredEvent]:
@@ -53,7 +63,7 @@ def _uuid(value: UUID | str) -> UUID:
 
 
 def _latest(recorder: AggregateRecorder, ids: Sequence[UUID]) -> list[StoredEvent]:
-    if isinstance(recorder, PostgresAggregateRecorder):
+    if on_postgres(recorder):
         table = pg_events_table(recorder)
         sql = (
             f"SELECT DISTINCT ON (originator_id) originator_id, originator_version, topic, state "
@@ -73,7 +83,7 @@ def _latest(recorder: AggregateRecorder, ids: Sequence[UUID]) -> list[StoredEven
 
 
 def _after(recorder: AggregateRecorder, items: Sequence[tuple[UUID, int]]) -> list[StoredEvent]:
-    if isinstance(recorder, PostgresAggregateRecorder):
+    if on_postgres(recorder):
         table = pg_events_table(recorder)
         id_type = recorder.datastore.originator_id_type
         sql = (

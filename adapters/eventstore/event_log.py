@@ -5,20 +5,31 @@ It is only the log and its repository: command handlers live in `services/`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import unquote, urlparse
 from uuid import UUID
 
+import structlog
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
-from eventsourcing.persistence import JSONTranscoder, Recording
+from eventsourcing.persistence import JSONTranscoder, Recording, Transcoder
 
 from engram.adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
-from engram.adapters.eventstore.transcodings import DateAsISO, EmbeddingAsFloat32, UUIDAsHex
+from engram.adapters.eventstore.transcodings import (
+    DateAsISO,
+    EmbeddingAsFloat32,
+    StorableTextTranscoder,
+    UUIDAsHex,
+)
+from engram.adapters.storage_full import is_storage_full, postgres_storage, reported_as_storage_full
 from engram.domain.being import Being
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
+
+log = structlog.get_logger(__name__)
 
 APPLICATION_NAME = "engram"
 """Table names on PostgreSQL derive from it: changing it orphans a deployment's log."""
@@ -71,6 +82,12 @@ def _conninfo(env: dict[str, str]) -> str:
     return " ".join(f"{k}='{v}'" for k, v in parts.items() if v)
 
 
+def _storage(env: Mapping[str, str]) -> str:
+    if "SQLITE_DBNAME" in env:
+        return env["SQLITE_DBNAME"]
+    return postgres_storage(env["POSTGRES_DBNAME"], env["POSTGRES_HOST"], env["POSTGRES_PORT"])
+
+
 def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     """Open (and on first use create) the log.
 
@@ -80,7 +97,10 @@ def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     """
     env = event_log_env(data_dir, database_url)
     if env["PERSISTENCE_MODULE"] != POSTGRES_FACTORY:
-        return EventLog(env=env)
+        # A process opening a SQLite database in WAL mode creates its shared-memory file: on a full disk,
+        # even one that only reads fails here.
+        with reported_as_storage_full(_storage(env)):
+            return EventLog(env=env)
     import psycopg
 
     with psycopg.connect(_conninfo(env), autocommit=True) as conn:
@@ -115,12 +135,28 @@ class EventLog(Application[UUID]):
     # events after the snapshot (~8 µs each to decode), where 50 let it replay up to 49 (ADR 0015).
     snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200, MemoryNode: 10}
 
+    @cached_property
+    def storage(self) -> str:
+        """What holds the log, as `StorageFull` names it: the SQLite file, or the database (no password)."""
+        return _storage(self.env)
+
     def save(self, *objs: Any, **kwargs: Any) -> list[Recording[UUID]]:
-        """`Application.save` (eventsourcing 9.5), collecting through `_ProcessingEvent`."""
+        """`Application.save` (eventsourcing 9.5), collecting through `_ProcessingEvent`.
+
+        A full disk or database refuses the save as `StorageFull`, its transaction rolled back. The
+        snapshots are taken after the events committed: they are a cache, and a full disk then only
+        skips them (a later save takes them), so the command that wrote the events succeeds.
+        """
         processing_event = _ProcessingEvent()
         processing_event.collect_events(*objs, **kwargs)
-        recordings = self._record(processing_event)
-        self._take_snapshots(processing_event)
+        with reported_as_storage_full(self.storage):
+            recordings = self._record(processing_event)
+        try:
+            self._take_snapshots(processing_event)
+        except Exception as exc:
+            if not is_storage_full(exc):
+                raise
+            log.warning("snapshots skipped: no space left", path=self.storage)
         self._notify(recordings)
         self.notify(processing_event.events)  # the library's deprecated hook, kept as it calls it
         return recordings
@@ -151,6 +187,11 @@ class EventLog(Application[UUID]):
                 self.take_snapshot(event.originator_id, version=event.originator_version)
         if taken:
             self.snapshots.put(taken)
+
+    def construct_transcoder(self) -> Transcoder:
+        transcoder = StorableTextTranscoder()
+        self.register_transcodings(transcoder)
+        return transcoder
 
     def register_transcodings(self, transcoder: JSONTranscoder) -> None:
         super().register_transcodings(transcoder)

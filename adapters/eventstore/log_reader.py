@@ -1,11 +1,11 @@
 # ruff: noqa: S608
 """The log as projections read it, with a bulk read for catching up and rebuilding.
 
-`EventSource` (projections/engine.py) reads notifications and decodes them one by one through the
-library. `decoded_events()` reads the same rows from the library's own table and decodes them
-straight into domain events: no `Notification` object per row, ids converted once, each topic
-resolved once per batch. In a rebuild that was about a quarter of the cost of getting an event to a
-handler. It is the library's `Mapper.to_domain_event` unrolled, for the configuration this
+`EventLogSource` is the `EventSource` port (projections/engine/source.py). The library reads
+notifications and decodes them one by one; `decoded_events()` reads the same rows from the library's
+own table and decodes them straight into domain events: no `Notification` object per row, ids
+converted once, each topic resolved once per batch. In a rebuild that was about a quarter of the
+cost of getting an event to a handler. It is the library's `Mapper.to_domain_event` unrolled, for the configuration this
 application uses (JSON, no cipher, no compression); any other configuration, and any other
 recorder, takes the library's path. Table names come from the recorders, values are bound
 parameters (hence the S608 exemption).
@@ -14,19 +14,20 @@ parameters (hence the S608 exemption).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from eventsourcing.application import Application
 from eventsourcing.persistence import Notification
-from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
-from psycopg.rows import tuple_row
 
-from engram.adapters.eventstore.batch_reads import pg_events_table
+from engram.adapters.eventstore.batch_reads import on_postgres, pg_events_table
 from engram.adapters.eventstore.transcodings import uuid_from_hex
 from engram.projections.engine import event_key
+
+if TYPE_CHECKING:
+    from eventsourcing.postgres import PostgresAggregateRecorder
 
 _new = object.__new__
 _set = object.__setattr__
@@ -101,7 +102,7 @@ class EventLogSource:
         if isinstance(recorder, SQLiteApplicationRecorder):
             rows = _sqlite_rows(recorder, start, limit, topics, stop)
             convert_id = _sqlite_id if recorder.datastore.originator_id_type == "uuid" else str
-        elif isinstance(recorder, PostgresApplicationRecorder):
+        elif on_postgres(recorder):
             rows = _postgres_rows(recorder, start, limit, topics, stop)
             convert_id = _same
         else:
@@ -162,8 +163,10 @@ def _sqlite_rows(
 
 
 def _postgres_rows(
-    recorder: PostgresApplicationRecorder, start: int, limit: int, topics: Sequence[str], stop: int | None
+    recorder: PostgresAggregateRecorder, start: int, limit: int, topics: Sequence[str], stop: int | None
 ) -> list[tuple[Any, ...]]:
+    from psycopg.rows import tuple_row
+
     table = pg_events_table(recorder)
     sql = (
         "SELECT notification_id, originator_id, originator_version, topic, state "

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from eventsourcing.persistence import AggregateRecorder, ApplicationRecorder, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.sqlite import (
     SQLiteAggregateRecorder,
     SQLiteApplicationRecorder,
@@ -36,8 +35,6 @@ from eventsourcing.sqlite import (
     SQLiteDatastore,
     SQLiteFactory,
 )
-from psycopg import Cursor
-from psycopg.rows import DictRow
 
 from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
 
@@ -129,21 +126,15 @@ class EngramSQLiteFactory(SQLiteFactory):
         super().close()
 
 
-class PostgresEventRecorder(PostgresApplicationRecorder):
-    """The log's recorder: a save with `durable=False` commits with `synchronous_commit` off."""
-
-    def _insert_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        # The library's hook for statements that run first in the insert's transaction.
-        if not kwargs.get(DURABLE, True):
-            curs.execute("SET LOCAL synchronous_commit TO OFF")
-        super()._insert_events(curs, stored_events, **kwargs)
-
-
-class EngramPostgresFactory(PostgresFactory):
-    application_recorder_class = PostgresEventRecorder
-
-
 SQLITE_FACTORY = f"{__name__}:{EngramSQLiteFactory.__qualname__}"
-POSTGRES_FACTORY = f"{__name__}:{EngramPostgresFactory.__qualname__}"
+# PostgreSQL's recorders live in their own module: the library imports a factory by this name when
+# the log is opened, so a process on SQLite never loads psycopg (a fifth of the CLI's start-up).
+POSTGRES_FACTORY = "engram.adapters.eventstore.postgres_recorders:EngramPostgresFactory"
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PostgresEventRecorder", "EngramPostgresFactory"):
+        from engram.adapters.eventstore import postgres_recorders
+
+        return getattr(postgres_recorders, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

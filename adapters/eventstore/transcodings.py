@@ -12,9 +12,11 @@ import datetime as _dt
 from typing import Any
 from uuid import UUID, SafeUUID
 
-from eventsourcing.persistence import Transcoding
+from eventsourcing.persistence import JSONTranscoder, Transcoding
 
 from engram.domain.embedding import Embedding
+from engram.domain.errors import InvalidInput
+from engram.domain.text import text_problems
 
 _new = object.__new__
 _set = object.__setattr__
@@ -69,3 +71,31 @@ class DateAsISO(Transcoding):
 
     def decode(self, data: str) -> _dt.date:
         return _dt.date.fromisoformat(data)
+
+
+class StorableTextTranscoder(JSONTranscoder):
+    """The library's JSON transcoder, refusing an event that holds text no store can keep (ADR 0029).
+
+    Every intake refuses such text first, naming the input's field (domain/text.py); this is the
+    last line, for whatever else would write it (an LLM's answer, code yet to come): an event with
+    a NUL would stop the views on PostgreSQL, and one with a lone surrogate cannot be encoded at all.
+    JSON writes NUL as the escape `\\u0000`, so the check of a well-formed event is one substring
+    search; the walk that names the field runs only when the search finds one.
+    """
+
+    def encode(self, obj: Any) -> bytes:
+        text = self.encoder.encode(obj)
+        if "\\u0000" in text:
+            _refuse_unstorable(obj)  # or a literal backslash followed by "u0000": nothing to refuse
+        try:
+            return text.encode("utf8")
+        except UnicodeEncodeError:
+            _refuse_unstorable(obj)
+            raise
+
+
+def _refuse_unstorable(state: Any) -> None:
+    found = next(text_problems(state), None)
+    if found is not None:
+        path, problem = found
+        raise InvalidInput(f"an event's {path or 'text'} {problem}; nothing was written", field=path)

@@ -7,15 +7,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
+import structlog
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from fastapi_offline import FastAPIOffline
 
 from engram.adapters.http import problems
 from engram.adapters.http.config import HttpSettings
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.services.bootstrap import Engram
+from engram.services.errors import ConsistencyTimeout
 from engram.services.tokens import DEV_ADMIN, TokenService
+
+log = structlog.get_logger("engram.http")
 
 DESCRIPTION = """\
 Event-sourced long-term memory for AI agents.
@@ -26,10 +31,17 @@ every being and `/v1/admin`. A being is addressed by name or id. Errors are RFC 
 details (`application/problem+json`) with Engram's `code`. See `adapters/http/README.md`.
 """
 
+DOCS_ASSETS = "/docs/assets"
+
 
 def _warm_up(engram: Engram) -> None:
-    """Open the views and the vector index, build the embedder: the first request should not pay."""
-    engram.views.ensure()
+    """Open the views and the vector index, build the embedder: the first request should not pay.
+    A view that cannot serve yet (ahead of the log until the worker rebuilds it) does not keep the
+    server from starting: its reads say why, and `/v1/health` shows it."""
+    try:
+        engram.views.ensure()
+    except ConsistencyTimeout as exc:
+        log.warning("views not ready at start", reason=str(exc))
     _ = engram.embedder
 
 
@@ -55,13 +67,16 @@ def create_app(
             if close_on_shutdown:
                 engram.close()
 
-    app = FastAPI(
+    # Swagger UI with its script, style sheet and icon served by this app (`/docs/assets/…`, shipped in
+    # the `fastapi-offline` package): FastAPI's own /docs loads them from a CDN, blank without a network.
+    app = FastAPIOffline(
         title="Engram",
         version=_version(),
         description=DESCRIPTION,
         openapi_url="/openapi.json",
         docs_url="/docs",
         redoc_url=None,
+        static_url=DOCS_ASSETS,
         lifespan=lifespan,
         strict_content_type=False,
     )

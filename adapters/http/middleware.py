@@ -20,7 +20,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from typing import Any
 
 import anyio.to_thread
@@ -30,7 +30,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engram.adapters.http.problems import problem_response, status_for
+from engram.adapters.storage_full import deployment_storage, is_storage_full
 from engram.domain.errors import DomainError
+from engram.domain.text import text_problems
+from engram.services.errors import StorageFull
 from engram.services.runner import correlation
 from engram.services.tokens import Principal
 
@@ -76,6 +79,13 @@ class RequestLog:
             try:
                 await self.app(scope, receive, send_with_id)
             except Exception as exc:
+                if is_storage_full(exc) and not response_started:  # found by a read: no file named
+                    full = StorageFull(deployment_storage(scope["app"].state.engram.settings))
+                    log.warning("request refused: no space left", path=full.path)
+                    await problem_response(
+                        status_for(full), full.code, full.message, correlation_id=cid, details=full.details
+                    )(scope, receive, send_with_id)
+                    return
                 # A plain traceback, never one with local variables: those hold the request's headers.
                 log.error(
                     "request failed",
@@ -230,8 +240,9 @@ class BodyTooLarge(StarletteHTTPException):
 class NotText(StarletteHTTPException):
     """Input that decodes, but not to text the stores accept: a lone UTF-16 surrogate, or NUL."""
 
-    def __init__(self, problem: str) -> None:
-        super().__init__(422, problem)
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(422, f"{field} {problem}")
+        self.errors = [{"field": field, "message": problem}]
 
 
 # JSON escapes that may decode to a lone surrogate (\ud800-\udfff) or to NUL (\u0000).
@@ -239,41 +250,17 @@ _SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F]|0000)")
 _NUL_IN_URL = re.compile(rb"%00|\x00")
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield k
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
-
-
-def text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "text must not contain NUL characters (\\u0000)"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "text must not contain a lone UTF-16 surrogate (\\ud800-\\udfff)"
-    return None
-
-
-def body_text_problem(body: bytes) -> str | None:
-    """Why a JSON body's strings are not acceptable text, or None (parsed only if an escape is suspect)."""
+def body_text_problem(body: bytes) -> tuple[str, str] | None:
+    """(where, why) for the first string of a JSON body that no store could keep, or None (the body
+    is parsed only if an escape is suspect). `where` is named as validation errors name fields:
+    `body.notes.1.text`. Text inside a string (a scene's JSON) is the services' to check."""
     if not _SUSPECT_ESCAPE.search(body):
         return None
     try:
         decoded = json.loads(body)
     except ValueError:
         return None  # not JSON at all: the route's parser answers that
-    for text in _strings(decoded):
-        problem = text_problem(text)
-        if problem is not None:
-            return problem
-    return None
+    return next(text_problems(decoded, "body"), None)
 
 
 def _is_json(content_type: str) -> bool:
@@ -340,7 +327,7 @@ class BodyGuard:
                 if not message.get("more_body", False):
                     problem = body_text_problem(b"".join(chunks))
                     if problem is not None:
-                        raise NotText(problem)
+                        raise NotText(*problem)
             return message
 
         async def tracking(message: Message) -> None:

@@ -20,7 +20,7 @@ from starlette.routing import Match
 
 from engram.domain.errors import DomainError, InvalidInput, InvalidScene, InvariantViolation, PayloadTooLarge
 from engram.projections.vector_index import ServiceUnavailable
-from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError
+from engram.services.errors import ConsistencyTimeout, NotFound, ServiceError, StorageFull
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_PREFIX = "urn:engram:problem:"
@@ -118,6 +118,8 @@ def status_for(exc: DomainError) -> int:
         return 422
     if isinstance(exc, ConsistencyTimeout | ServiceUnavailable):  # retryable: Retry-After follows
         return 503
+    if isinstance(exc, StorageFull):
+        return 507
     if isinstance(exc, InvariantViolation):
         return 409
     if isinstance(exc, ServiceError) and type(exc) is ServiceError:
@@ -146,6 +148,8 @@ def install(app: FastAPI) -> None:
             errors = [
                 {"field": str(e.get("field", "")), "message": str(e.get("message", ""))} for e in exc.errors
             ]
+        elif isinstance(exc, InvalidInput) and "field" in exc.details:
+            errors = [{"field": str(exc.details["field"]), "message": exc.message}]
         headers = {"Retry-After": "1"} if status == 503 else None
         return problem_response(
             status,
@@ -209,7 +213,14 @@ def install(app: FastAPI) -> None:
                     allowed |= set(getattr(route, "methods", None) or ())
             if allowed:
                 headers["Allow"] = ", ".join(sorted(allowed))
-        return problem_response(exc.status_code, code, detail, correlation_id=_cid(request), headers=headers)
+        return problem_response(
+            exc.status_code,
+            code,
+            detail,
+            correlation_id=_cid(request),
+            headers=headers,
+            errors=getattr(exc, "errors", None),  # the body guard's (middleware.py `NotText`)
+        )
 
     app.add_exception_handler(DomainError, domain_error)
     app.add_exception_handler(ApiError, api_error)
@@ -242,6 +253,7 @@ COMMON: Responses = {
     422: _doc("Invalid input; `errors` lists every invalid field."),
     429: _doc("Rate limit of this token exceeded; see Retry-After."),
     503: _doc("The read models did not catch up in time, or the vector index is unreachable; retry."),
+    507: _doc("No space left on the server's storage (`storage_full`): nothing was written; retry later."),
     "default": _doc("Any other error, as problem details."),
 }
 BAD_JSON: Responses = {400: _doc("The body is not JSON.")}

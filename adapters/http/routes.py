@@ -36,6 +36,7 @@ from engram.adapters.http.schemas import (
     SearchMode,
     SoulIn,
     TokenCreate,
+    ViewProblem,
 )
 from engram.domain.errors import InvalidInput
 from engram.domain.node import NodeStatus
@@ -70,9 +71,24 @@ admin = APIRouter(prefix="/v1/admin", tags=["admin"], responses={**COMMON, **ADM
 
 
 @public.get("/health", name="health", response_model=Health)
-def health() -> Health:
-    """Liveness: no token needed."""
-    return Health(status="ok", version=_version())
+def health(engram: EngramDep) -> Health:
+    """Liveness, the views that stopped or hold events back, and what an operator should know
+    (`warnings`): no token needed, so no error text and no being is named (`engram projections status`
+    has them)."""
+    from engram.services.embedder_check import embedder_mismatch
+
+    try:
+        problems = [ViewProblem(**p) for p in engram.views.problems()]
+    except Exception as exc:  # the view databases themselves are unreachable
+        problems = [ViewProblem(view="*", last_error=type(exc).__name__, position=0)]
+    try:
+        mismatch = embedder_mismatch(engram)
+        warnings = [mismatch.message()] if mismatch else []
+    except Exception as exc:  # liveness must answer even when a view cannot be read
+        warnings = [f"could not compare the embedders: {type(exc).__name__}"]
+    return Health(
+        status="degraded" if problems else "ok", version=_version(), views=problems, warnings=warnings
+    )
 
 
 # -- beings ---------------------------------------------------------------------------------------
@@ -214,7 +230,7 @@ def list_notes(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[dict[str, Any]]:
     """The being's notes in the order they were taken."""
-    engram.views.ensure(names=["notes"])
+    engram.views.ensure(names=["notes"], being=being.id)
     read = None if unread is None else not unread
     kinds = [k.value for k in kind] if kind else None
     return engram.views.read.notes(being.id, kinds=kinds, read=read, limit=limit)
@@ -251,7 +267,7 @@ def update_note(note_id: UUID, body: NotePatch, being: Being, engram: EngramDep)
     responses={**BAD_JSON, **CONFLICT},
 )
 def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
-    """The spec's `recall`: up to 3 relevant memories as a fragment stream; each is reactivated."""
+    """What a message brings back: up to 3 similar memories as a fragment stream; each is reactivated."""
     return engram.reading.recall(being.ref, body.query)
 
 
@@ -263,7 +279,7 @@ def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
     responses={**CONFLICT},
 )
 def recall_cluster(cluster_id: UUID, being: Being, engram: EngramDep) -> Found:
-    """The spec's `recall_memory`: every memory of one cluster (live +1, dead +2)."""
+    """Every memory of one cluster, most recently activated first; reactivates them (dead ones by 2)."""
     return engram.reading.recall_memory(being.ref, cluster_id)
 
 
@@ -281,7 +297,7 @@ def search(
     mode: SearchMode = SearchMode.OR,
     limit: Annotated[int, Query(ge=1, le=MAX_QUERY_K)] = 50,
 ) -> Found:
-    """The spec's `search_memory`: keyword match on action, feeling, when and themes; reactivates."""
+    """Keyword search on a memory's action, feeling, dates and themes; reactivates what it finds."""
     return engram.reading.search_memory(being.ref, q, mode.value, limit)
 
 
@@ -313,7 +329,7 @@ def list_nodes(
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[NodeView]:
     """The being's memory nodes, most recently activated first. Reactivates nothing."""
-    engram.views.ensure(names=["memory"])
+    engram.views.ensure(names=["memory"], being=being.id)
     rows = engram.views.read.nodes(
         being.id,
         statuses=[s.value for s in status] if status else None,
@@ -350,7 +366,7 @@ def unpin_node(node_id: UUID, being: Being, engram: EngramDep) -> Done:
 @v1.get("/beings/{being}/clusters", name="list_clusters", response_model=list[ClusterRow], tags=["memory"])
 def list_clusters(being: Being, engram: EngramDep) -> list[dict[str, Any]]:
     """The being's clusters: the two roots first, then sub-clusters by creation."""
-    engram.views.ensure(names=["memory"])
+    engram.views.ensure(names=["memory"], being=being.id)
     return engram.views.read.clusters(being.id)
 
 
@@ -401,7 +417,7 @@ def list_patrol_runs(
     being: Being, engram: EngramDep, limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 20
 ) -> list[dict[str, Any]]:
     """The being's patrol runs, latest first, with their steps."""
-    engram.views.ensure(names=["patrol_runs"])
+    engram.views.ensure(names=["patrol_runs"], being=being.id)
     return engram.views.read.patrol_runs(being.id, limit)
 
 

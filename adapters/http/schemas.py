@@ -17,9 +17,30 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ViewProblem(BaseModel):
+    """A view that stopped, or holds some beings' events back (`engram projections status` says more)."""
+
+    view: str
+    last_error: str | None = Field(
+        None, description="The kind of error that stopped the view (e.g. `DataError`), never its text."
+    )
+    since: str | None = Field(None, description="When the view first failed (ISO 8601, UTC).")
+    position: int = Field(description="The log position the view reached.")
+    held_beings: int = Field(0, description="How many beings' events the view holds back (never which).")
+    held_since: str | None = Field(None, description="When the oldest of those holds began.")
+
+
 class Health(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "degraded"] = Field(
+        description="`degraded`: some view stopped or holds events back."
+    )
     version: str
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Problems that do not stop the server but need an operator, e.g. a changed embedder "
+        "whose new vectors cannot find the old ones.",
+    )
+    views: list[ViewProblem] = Field(default_factory=list, description="The views with a problem.")
 
 
 class BeingCreate(Body):
@@ -152,6 +173,19 @@ class ItemKind(StrEnum):
         ]
 
 
+class HeldBeing(BaseModel):
+    """A being whose events a view holds back since one of them could not be applied (ADR 0031)."""
+
+    being: str = Field(description="The being's id.")
+    position: int = Field(description="The log position of the event that could not be applied.")
+    event_key: str | None
+    event_type: str | None
+    error: str
+    since: str
+    attempts: int
+    retry_at: float = Field(description="When the worker tries again (Unix time).")
+
+
 class ProjectionStatus(BaseModel):
     name: str
     generation: int
@@ -163,7 +197,9 @@ class ProjectionStatus(BaseModel):
     needs_rebuild: bool
     last_error: str | None
     last_error_at: str | None
+    error_since: str | None = None
     building: dict[str, int]
+    holds: list[HeldBeing] = Field(default_factory=list)
 
 
 class Rebuilt(BaseModel):

@@ -11,14 +11,14 @@ import json
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anthropic
 import httpx2
 import structlog
-from anthropic.types import TextBlock, ToolUseBlock
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from engram.adapters.llm.responses import Label, read_envelope
 from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
@@ -30,6 +30,7 @@ from engram.adapters.llm.retry import (
     logged_call,
     validation_summary,
 )
+from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB, capped, refuse_over_cap
 from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 
 log = structlog.get_logger(__name__)
@@ -40,6 +41,27 @@ PROVIDER = "anthropic"
 DEFAULT_REASONING_MODEL = "claude-sonnet-4-6"
 DEFAULT_FAST_MODEL = "claude-haiku-4-5"
 DEFAULT_MAX_TOKENS = 4096
+
+
+class _Block(BaseModel):
+    type: str
+    name: str | None = None
+    input: Any = None
+    text: str | None = None
+
+
+class _Usage(BaseModel):
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class _Message(BaseModel):
+    """What we read of a Messages API answer; proxies often leave out the rest."""
+
+    content: list[_Block] = Field(min_length=1)
+    model: Label | None = None
+    stop_reason: Label | None = None
+    usage: _Usage | None = None
 
 
 def _classify(exc: Exception) -> Failure | None:
@@ -68,6 +90,7 @@ class AnthropicLLM:
         timeout_s: float = 60.0,
         max_retries: int = 3,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_KIB * 1024,
         http_client: httpx2.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
@@ -79,6 +102,7 @@ class AnthropicLLM:
             "fast": fast_model or DEFAULT_FAST_MODEL,
         }
         self._max_tokens = max_tokens
+        self._max_answer_bytes = max_answer_bytes
         self._policy = RetryPolicy(max_retries=max_retries, sleep=sleep, jitter=jitter)
         self._redact = Redactor(api_key)
         # The SDK's own retries are off: `call_with_retries` is the single retry loop.
@@ -117,8 +141,8 @@ class AnthropicLLM:
         input_schema = schema.model_json_schema()
         description = (schema.__doc__ or "").strip() or f"Record the answer of the {task} task."
 
-        def call() -> anthropic.types.Message:
-            return self._client.messages.create(
+        def call() -> _Message:
+            response = self._client.messages.with_raw_response.create(
                 model=model,
                 max_tokens=self._max_tokens,
                 system=system,
@@ -126,6 +150,7 @@ class AnthropicLLM:
                 tools=[{"name": task, "description": description, "input_schema": input_schema}],
                 tool_choice={"type": "tool", "name": task},
             )
+            return read_envelope(response.http_response, _Message, provider=PROVIDER, redact=self._redact)
 
         with logged_call(log, provider=PROVIDER, task=task, model=model, model_class=model_class) as record:
             message = call_with_retries(
@@ -139,20 +164,18 @@ class AnthropicLLM:
             _record_usage(record, message)
             return self._parse(message, task=task, schema=schema, requested_model=model)
 
-    def _parse(
-        self, message: anthropic.types.Message, *, task: str, schema: type[T], requested_model: str
-    ) -> LLMAnswer:
+    def _parse(self, message: _Message, *, task: str, schema: type[T], requested_model: str) -> LLMAnswer:
         tool_use = next(
-            (block for block in message.content if isinstance(block, ToolUseBlock) and block.name == task),
-            None,
+            (block for block in message.content if block.type == "tool_use" and block.name == task), None
         )
         if tool_use is None:
-            text = "".join(block.text for block in message.content if isinstance(block, TextBlock))
+            text = "".join(block.text or "" for block in message.content if block.type == "text")
             raise LLMMalformedAnswer(
                 f"{PROVIDER} answered without calling the {task} tool (stop_reason={message.stop_reason})",
-                raw=text,
+                raw=capped(text, self._max_answer_bytes),
             )
         raw = json.dumps(tool_use.input, sort_keys=True, ensure_ascii=False)
+        refuse_over_cap(raw, self._max_answer_bytes, what=f"{PROVIDER} {task} answer")
         try:
             parsed = schema.model_validate(tool_use.input)
         except ValidationError as exc:
@@ -165,9 +188,13 @@ class AnthropicLLM:
         return LLMAnswer(model=message.model or requested_model, raw=raw, parsed=parsed)
 
 
-def _record_usage(record: CallRecord, message: anthropic.types.Message) -> None:
+def _record_usage(record: CallRecord, message: _Message) -> None:
     # Proxies speaking the Messages API do not all report usage.
-    for name in ("input_tokens", "output_tokens"):
-        value = getattr(message.usage, name, None)
-        if isinstance(value, int):
+    if message.usage is None:
+        return
+    for name, value in (
+        ("input_tokens", message.usage.input_tokens),
+        ("output_tokens", message.usage.output_tokens),
+    ):
+        if value is not None:
             record.usage[name] = value

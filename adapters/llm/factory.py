@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from pydantic import SecretStr
 
 from engram.adapters.llm.none_llm import NoLLM
-from engram.services.config import Settings
+from engram.services.config import ConfigurationError, Settings
 from engram.services.ports import LLM
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ Provider = Literal["auto", "anthropic", "openai", "none"]
 _ANTHROPIC_KEY_PREFIX = "sk-ant-"
 
 
-class LLMConfigError(ValueError):
+class LLMConfigError(ConfigurationError):  # a ValueError too, through InvalidInput
     """The configuration names a provider that cannot be used (e.g. its key is missing)."""
 
 
@@ -78,14 +78,18 @@ def build_llm(
             fast_model=settings.llm_fast_model,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+            max_answer_bytes=settings.llm_max_answer_kib * 1024,
             http_client=http_client,
         )
 
     from engram.adapters.llm.openai_llm import OpenAILLM
 
-    key = override or _secret(settings.openai_api_key)
+    key = override or settings.openai_key()  # a placeholder for a keyless server at the base URL
     if not key:
-        raise LLMConfigError("llm=openai but no OpenAI key: set ENGRAM_OPENAI_API_KEY (or OPENAI_API_KEY)")
+        raise LLMConfigError(
+            "llm=openai but no OpenAI key: set ENGRAM_OPENAI_API_KEY (or OPENAI_API_KEY), or "
+            "ENGRAM_OPENAI_BASE_URL for a compatible server that needs none"
+        )
     return OpenAILLM(
         api_key=key,
         base_url=settings.openai_base_url,
@@ -93,6 +97,7 @@ def build_llm(
         fast_model=settings.llm_fast_model,
         timeout_s=settings.llm_timeout_s,
         max_retries=settings.llm_max_retries,
+        max_answer_bytes=settings.llm_max_answer_kib * 1024,
         http_client=http_client,
     )
 

@@ -1,4 +1,4 @@
-"""The LLM when no key is configured: the pipeline skips its LLM steps instead of failing."""
+"""The LLM when none is configured (no key, or `ENGRAM_LLM=none`): the patrol skips its LLM steps."""
 
 from __future__ import annotations
 
@@ -34,4 +34,7 @@ class NoLLM:
         schema: type[T],
         model_class: ModelClass,
     ) -> LLMAnswer:
-        raise LLMUnavailable("BYOK key not set")
+        raise LLMUnavailable(
+            "no LLM is configured (BYOK key not set): set ENGRAM_ANTHROPIC_API_KEY or ENGRAM_OPENAI_API_KEY, "
+            "and ENGRAM_LLM to auto or the provider"
+        )

@@ -11,9 +11,9 @@ from typing import TypeVar
 import httpx2
 import openai
 import structlog
-from openai.types.chat import ChatCompletion
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from engram.adapters.llm.responses import Label, read_envelope
 from engram.adapters.llm.retry import (
     CallRecord,
     Failure,
@@ -26,6 +26,7 @@ from engram.adapters.llm.retry import (
     validation_summary,
 )
 from engram.adapters.llm.strict_schema import to_strict_json_schema
+from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB, capped, refuse_over_cap
 from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
 
 log = structlog.get_logger(__name__)
@@ -36,6 +37,35 @@ PROVIDER = "openai"
 DEFAULT_REASONING_MODEL = "gpt-5.4"
 DEFAULT_FAST_MODEL = "gpt-5.4-mini"
 DEFAULT_MAX_TOKENS = 4096
+
+
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: Label | None = None
+
+    @model_validator(mode="after")
+    def _says_something(self) -> _Choice:
+        if self.message.content is None and not self.message.refusal:
+            raise ValueError("the message has neither content nor a refusal")
+        return self
+
+
+class _Usage(BaseModel):
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class _Completion(BaseModel):
+    """What we read of a chat completion; compatible servers often leave out the rest."""
+
+    choices: list[_Choice] = Field(min_length=1)
+    model: Label | None = None
+    usage: _Usage | None = None
 
 
 def _classify(exc: Exception) -> Failure | None:
@@ -64,6 +94,7 @@ class OpenAILLM:
         timeout_s: float = 60.0,
         max_retries: int = 3,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_answer_bytes: int = DEFAULT_MAX_ANSWER_KIB * 1024,
         http_client: httpx2.Client | None = None,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
@@ -75,6 +106,7 @@ class OpenAILLM:
             "fast": fast_model or DEFAULT_FAST_MODEL,
         }
         self._max_tokens = max_tokens
+        self._max_answer_bytes = max_answer_bytes
         self._policy = RetryPolicy(max_retries=max_retries, sleep=sleep, jitter=jitter)
         self._redact = Redactor(api_key)
         # The SDK's own retries are off: `call_with_retries` is the single retry loop.
@@ -112,8 +144,8 @@ class OpenAILLM:
         model = self.model_for(model_class)
         strict_schema = to_strict_json_schema(schema.model_json_schema())
 
-        def call() -> ChatCompletion:
-            return self._client.chat.completions.create(
+        def call() -> _Completion:
+            response = self._client.chat.completions.with_raw_response.create(
                 model=model,
                 max_completion_tokens=self._max_tokens,
                 messages=[
@@ -125,6 +157,7 @@ class OpenAILLM:
                     "json_schema": {"name": task, "schema": strict_schema, "strict": True},
                 },
             )
+            return read_envelope(response.http_response, _Completion, provider=PROVIDER, redact=self._redact)
 
         with logged_call(log, provider=PROVIDER, task=task, model=model, model_class=model_class) as record:
             completion = call_with_retries(
@@ -136,17 +169,26 @@ class OpenAILLM:
                 record=record,
             )
             _record_usage(record, completion)
-            return _parse(completion, task=task, schema=schema, requested_model=model)
+            return _parse(
+                completion,
+                task=task,
+                schema=schema,
+                requested_model=model,
+                max_answer_bytes=self._max_answer_bytes,
+            )
 
 
-def _parse(completion: ChatCompletion, *, task: str, schema: type[T], requested_model: str) -> LLMAnswer:
-    if not completion.choices:
-        raise LLMMalformedAnswer(f"{PROVIDER} {task} answer has no choices", raw="")
+def _parse(
+    completion: _Completion, *, task: str, schema: type[T], requested_model: str, max_answer_bytes: int
+) -> LLMAnswer:
     choice = completion.choices[0]
     message = choice.message
     if message.refusal:
-        raise LLMMalformedAnswer(f"{PROVIDER} refused the {task} task", raw=message.refusal)
+        raise LLMMalformedAnswer(
+            f"{PROVIDER} refused the {task} task", raw=capped(message.refusal, max_answer_bytes)
+        )
     raw = message.content or ""
+    refuse_over_cap(raw, max_answer_bytes, what=f"{PROVIDER} {task} answer")
     truncated = " (answer cut off at the token limit)" if choice.finish_reason == "length" else ""
     try:
         data = json.loads(raw)
@@ -166,12 +208,11 @@ def _parse(completion: ChatCompletion, *, task: str, schema: type[T], requested_
     return LLMAnswer(model=completion.model or requested_model, raw=raw, parsed=parsed)
 
 
-def _record_usage(record: CallRecord, completion: ChatCompletion) -> None:
+def _record_usage(record: CallRecord, completion: _Completion) -> None:
     # Compatible servers do not all report usage.
     usage = completion.usage
     if usage is None:
         return
-    for ours, theirs in (("input_tokens", "prompt_tokens"), ("output_tokens", "completion_tokens")):
-        value = getattr(usage, theirs, None)
-        if isinstance(value, int):
+    for ours, value in (("input_tokens", usage.prompt_tokens), ("output_tokens", usage.completion_tokens)):
+        if value is not None:
             record.usage[ours] = value

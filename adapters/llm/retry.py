@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from engram.services.ports import LLMError, LLMMalformedAnswer, LLMTransientError
+from engram.services.ports import LLMBadResponse, LLMError, LLMMalformedAnswer, LLMTransientError
 
 R = TypeVar("R")
 
@@ -32,6 +32,8 @@ _KEY_LIKE = re.compile(r"sk-[A-Za-z0-9_*.\-]{6,}")
 _RETRYABLE_STATUSES = frozenset({408, 409, 429})
 # A 429 that means "no money left" will not clear up by waiting.
 _NOT_TRANSIENT_CODES = frozenset({"insufficient_quota", "billing_error"})
+
+WRONG_SHAPE_RETRIES = 1
 
 _HINTS = {
     401: "check the API key",
@@ -190,6 +192,9 @@ def logged_call(
     except LLMMalformedAnswer as exc:
         outcome, error = "malformed", str(exc)
         raise
+    except LLMBadResponse as exc:
+        outcome, error = "bad_response", str(exc)
+        raise
     except LLMTransientError as exc:
         outcome, error = "transient", str(exc)
         raise
@@ -232,13 +237,25 @@ def call_with_retries(
 ) -> R:
     """Run `call`, retrying transient failures at most `policy.max_retries` times.
 
+    A body that held no answer (`LLMBadResponse`, raised by `call` itself) is retried like a transient
+    failure when it looks like a proxy's or gateway's hiccup (an HTML page, an empty or non-JSON body),
+    but JSON of the wrong shape only once: a server that answers it twice will answer it again.
+
     SDK exceptions are replaced (`from None`): their messages and attached
     requests can carry the key or a masked copy of it, and ours must not.
     """
+    wrong_shapes = 0
     while True:
         record.attempts += 1
         try:
             return call()
+        except LLMBadResponse as exc:
+            record.last_failure = str(exc)
+            if exc.kind == "wrong_shape":
+                wrong_shapes += 1
+            if record.attempts > policy.max_retries or wrong_shapes > WRONG_SHAPE_RETRIES:
+                raise
+            policy.sleep(policy.delay(record.attempts))
         except Exception as exc:
             failure = classify(exc)
             if failure is None:

@@ -25,13 +25,13 @@ import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from engram.domain.errors import DomainError
 from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
-from engram.services.commands import NoteInput, NoteTaken
+from engram.services.commands import NoteInput, NoteTaken, invalid_input_of
 from engram.services.ranking import PROFILES
 from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, MAX_SEARCH_TERMS, ContextView, NodeView
 
@@ -263,7 +263,11 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
         if not text.strip():
             raise ToolError("the scene must not be empty")
-        note = NoteInput(text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+        try:
+            note = NoteInput(text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+        except ValidationError as exc:
+            refused = invalid_input_of(exc)
+            raise ToolError(f"{refused.code}: {refused.message}") from exc
         taken = await session.call(session.engram.notes.take, being, note)
         message = f"noted scene {taken.note_id}" + (
             " (already noted with this key)" if taken.duplicate else ""

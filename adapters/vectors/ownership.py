@@ -1,7 +1,7 @@
 """Who owns the embedded vector index: the owner lock, what it says about its holder, the shared key.
 
 Qdrant Edge opens a shard in one process only, so one process of a data directory owns the index and
-serves it to the others (`shared_edge.py`, ADR 0025). The owner holds a flock on `vectors/owner.lock`
+serves it to the others (`shared_edge.py`, ADR 0036). The owner holds a flock on `vectors/owner.lock`
 (the operating system releases it when the process dies, however it dies) and writes into that file
 who it is: pid, role (`engram serve`, `engram worker`, `engram mcp`, `engram recall`, …), since when,
 and the Unix socket it listens on. Other processes read the file to find the owner, and to name it

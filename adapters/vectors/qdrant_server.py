@@ -171,6 +171,9 @@ class QdrantVectorIndex:
     def collection_exists(self, name: str) -> bool:
         return bool(self._client.collection_exists(self._resolve(name)))
 
+    def list_collections(self) -> list[str]:
+        return sorted(c.name for c in self._client.get_collections().collections)
+
     # -- writes ------------------------------------------------------------------------------
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:

@@ -1,4 +1,4 @@
-"""Qdrant Edge shared by the processes of one data directory (ADR 0025).
+"""Qdrant Edge shared by the processes of one data directory (ADR 0036).
 
 Edge opens a shard in one process only. The first process that needs the index takes the owner lock
 (`ownership.py`), opens Edge and serves the `VectorIndex` port on a Unix socket (`owner_server.py`);
@@ -33,7 +33,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.adapters.vectors.edge import ALIASES_FILE, EdgeVectorIndex
+from engram.adapters.vectors.edge import ALIASES_FILE, DISK_RESERVE_BYTES, EdgeVectorIndex
 from engram.adapters.vectors.owner_link import (
     TIMEOUT_S,
     OwnerClient,
@@ -62,7 +62,7 @@ from engram.projections.vector_index import (
     VectorIndexBusy,
     VectorPoint,
 )
-from engram.projections.vectors import DRAIN_TIMEOUT_S, _searches
+from engram.projections.vectors import DRAIN_TIMEOUT_S, Searches
 
 log = structlog.get_logger(__name__)
 
@@ -89,8 +89,8 @@ _PORT_METHODS = frozenset(
         "optimize",
     }
 )
-# Calls that use a shard: a drop waits for those begun before it, as it does for this process's own
-# searches (projections/vectors.py).
+# Calls that use a shard: a drop in the owner, asked for by any process, waits for those begun before
+# it, whichever process asked for them (the vectors view waits for its own process's searches too).
 _SHARD_READS = frozenset({"search", "retrieve", "count", "index_stats"})
 
 
@@ -105,6 +105,7 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         indexing_threshold_kb: int | None = None,
         hnsw_ef: int | None = None,
         search_threads: int | None = 1,
+        disk_reserve_bytes: int = DISK_RESERVE_BYTES,
     ) -> None:
         # The engine's own state is set up only if this process becomes the owner (`_become_owner`).
         self._shared_root = Path(root)
@@ -112,8 +113,10 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
             "indexing_threshold_kb": indexing_threshold_kb,
             "hnsw_ef": hnsw_ef,
             "search_threads": search_threads,
+            "disk_reserve_bytes": disk_reserve_bytes,
         }
         self._owner_lock = OwnerLock(self._shared_root)
+        self._shard_calls = Searches()  # the owner's calls that use a shard, from any process
         self._deciding = threading.Lock()
         self._owning = False
         self._link: OwnerClient | None = None
@@ -247,7 +250,7 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
         for _ in range(_ATTEMPTS):
             link = self._owner_link()
             if link is None:
-                return method(self, *args, **kwargs)
+                return self._run_here(method, *args, **kwargs)
             try:
                 return cast(T, link.call(method.__name__, args, kwargs))
             except OwnerGone:
@@ -377,16 +380,21 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
             raise OwnerGone("this owner is closing")
         if method == "upsert" and isinstance(args[1], PackedPoints):
             args = (args[0], args[1].points())
-        searches = _searches(self)
-        if method == "drop_collection":
-            searches.drain(DRAIN_TIMEOUT_S)
-        with searches.running() if method in _SHARD_READS else contextlib.nullcontext():
-            try:
-                return getattr(EdgeVectorIndex, method)(self, *args, **kwargs)
-            except RuntimeError:
-                if self._shut:  # closed under the call: the caller tries the next owner
-                    raise OwnerGone("this owner closed") from None
-                raise
+        try:
+            return self._run_here(getattr(EdgeVectorIndex, method), *args, **kwargs)
+        except RuntimeError:
+            if self._shut:  # closed under the call: the caller tries the next owner
+                raise OwnerGone("this owner closed") from None
+            raise
+
+    def _run_here(
+        self, method: Callable[Concatenate[EdgeVectorIndex, P], T], *args: P.args, **kwargs: P.kwargs
+    ) -> T:
+        """Run `method` on the engine this process owns; a drop waits for the shard calls begun before."""
+        if method.__name__ == "drop_collection":
+            self._shard_calls.drain(DRAIN_TIMEOUT_S)
+        with self._shard_calls.running() if method.__name__ in _SHARD_READS else contextlib.nullcontext():
+            return method(self, *args, **kwargs)
 
 
 def hold_vector_index(index: object) -> None:

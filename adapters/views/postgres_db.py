@@ -8,9 +8,11 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
+from engram.adapters.storage_full import postgres_storage, reported_as_storage_full
 from engram.projections.sql import Dialect
 
 _QMARK = re.compile(r"\?")
@@ -58,6 +60,10 @@ class PostgresViews:
 
     def __init__(self, conninfo: str, *, schema: str | None = None, max_size: int = 8) -> None:
         self.schema = schema
+        params = conninfo_to_dict(conninfo)
+        self.storage = postgres_storage(
+            str(params.get("dbname", "")), str(params.get("host", "localhost")), str(params.get("port", 5432))
+        )
         options = f"-c search_path={schema}" if schema else ""
         self.pool: ConnectionPool[psycopg.Connection[dict[str, Any]]] = ConnectionPool(
             conninfo,
@@ -83,7 +89,12 @@ class PostgresViewDatabase:
 
     @contextmanager
     def write(self) -> Iterator[_Conn]:
-        with self.views.pool.connection() as conn, conn.transaction():
+        """A write transaction. A full database rolls it back and is reported as `StorageFull`."""
+        with (
+            reported_as_storage_full(self.views.storage),
+            self.views.pool.connection() as conn,
+            conn.transaction(),
+        ):
             # Writers of one view are serialised, like SQLite's BEGIN IMMEDIATE, so a rebuild's
             # switch and the live runner's batches never interleave.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"engram-view-write:{self.name}",))

@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
+from engram.adapters.storage_full import reported_as_storage_full
 from engram.projections.sql import Dialect
 
 log = structlog.get_logger(__name__)
@@ -26,6 +27,22 @@ CONNECTION_CACHE_KIB = 256 * 1024
 
 CACHED_CONNECTIONS = 4
 """Connections per view that keep that cache (`ENGRAM_VIEW_CACHED_CONNECTIONS`)."""
+
+HEAP_BUDGET_KIB = 256 * 1024
+"""SQLite's heap over every connection of the process (`ENGRAM_SQLITE_HEAP_MIB`, ADR 0028). Past it, a
+connection's page cache that needs one more page reuses its least recently used one instead of
+growing: the caches of ADR 0023 share one budget, however many connections the requests open."""
+
+
+def limit_sqlite_heap(kib: int) -> None:
+    """Set the process's SQLite heap budget (`PRAGMA soft_heap_limit` is one value per process: the
+    last call wins)."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"PRAGMA soft_heap_limit = {int(kib) * 1024}")
+    finally:
+        conn.close()
+
 
 STATEMENT_CACHE = 1024
 """Prepared statements a connection keeps. Preparing costs more than running most reads (a query's
@@ -148,10 +165,12 @@ class SQLiteViewDatabase:
         *,
         cached_connections: int = CACHED_CONNECTIONS,
         cache_kib: int = CONNECTION_CACHE_KIB,
+        heap_kib: int = HEAP_BUDGET_KIB,
     ) -> None:
         self.path = path
         self.name = name
         path.parent.mkdir(parents=True, exist_ok=True)
+        limit_sqlite_heap(heap_kib)
         self._pool = _Pool(self._open, cached_connections, cache_kib)
         self._local = threading.local()  # a connection pinned to a thread by `bulk`
         self._checkpointer = Checkpointer(path)
@@ -185,7 +204,8 @@ class SQLiteViewDatabase:
 
     @contextmanager
     def write(self) -> Iterator[_Conn]:
-        with self._connection() as conn:
+        """A write transaction. A full disk rolls it back and is reported as `StorageFull`."""
+        with reported_as_storage_full(self.path), self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield _Conn(conn)
@@ -235,3 +255,33 @@ class SQLiteViewDatabase:
     def close(self) -> None:
         self._checkpointer.stop()
         self._pool.close()
+
+
+class SQLiteViews:
+    """Every view in a SQLite file of its own under one directory (the `services.ports.ViewStorage`
+    port on the embedded default)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        cached_connections: int = CACHED_CONNECTIONS,
+        cache_kib: int = CONNECTION_CACHE_KIB,
+        heap_kib: int = HEAP_BUDGET_KIB,
+    ) -> None:
+        self.directory = directory
+        self.cached_connections = cached_connections
+        self.cache_kib = cache_kib
+        self.heap_kib = heap_kib
+
+    def database(self, name: str) -> SQLiteViewDatabase:
+        return SQLiteViewDatabase(
+            self.directory / f"{name}.sqlite3",
+            name,
+            cached_connections=self.cached_connections,
+            cache_kib=self.cache_kib,
+            heap_kib=self.heap_kib,
+        )
+
+    def close(self) -> None:
+        """Each view's database closes its own file."""

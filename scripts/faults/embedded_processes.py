@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fault script: several Engram processes on one embedded data directory (issue #7, item 6; ADR 0025).
+"""Fault script: several Engram processes on one embedded data directory (issue #7, item 6; ADR 0036).
 
     python scripts/faults/embedded_processes.py [--keep DIR]
 
@@ -58,7 +58,7 @@ def environment(data: Path, **extra: str) -> dict[str, str]:
 
 
 def engram(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=300, check=False)  # noqa: S603
+    return subprocess.run([*ENGRAM, *args], env=env, capture_output=True, text=True, timeout=300, check=False)
 
 
 def scene(action: str, day: int = 1) -> str:
@@ -93,7 +93,7 @@ def until(predicate: Callable[[], bool], timeout: float) -> bool:
 def process(env: dict[str, str], log: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     """`engram ARGS` in the background, stderr to `log`; SIGTERM (then SIGKILL) at the end."""
     with log.open("w") as err:
-        proc = subprocess.Popen([*ENGRAM, *args], env=env, stdout=subprocess.PIPE, stderr=err, text=True)  # noqa: S603
+        proc = subprocess.Popen([*ENGRAM, *args], env=env, stdout=subprocess.PIPE, stderr=err, text=True)
         try:
             yield proc
         finally:

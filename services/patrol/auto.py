@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
-from typing import Any
 
 import structlog
 
 from engram.domain.errors import DomainError
 from engram.services.patrol.run import PatrolAlreadyRunning
 from engram.services.patrol.schedule import BeingDue, is_due
+from engram.services.ports import AutoPatrols
 
 log = structlog.get_logger("engram.patrol.auto")
 
 
 class AutoPatrol:
-    def __init__(self, engram: Any) -> None:
+    def __init__(self, engram: AutoPatrols) -> None:
         self.e = engram
         self._next_check = 0.0
         self.patrols = 0

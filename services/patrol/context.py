@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -9,12 +10,15 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 import structlog
+from pydantic import BaseModel
 
 from engram.domain.being import Being
 from engram.domain.patrol_run import PatrolRun
 from engram.projections.queries import ReadModels
 from engram.projections.vectors import VectorQueries
-from engram.services.ports import LLM, Clock, Embedder, IdFactory
+from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB
+from engram.services.patrol.asking import Asked, ask
+from engram.services.ports import LLM, Clock, Embedder, IdFactory, ModelClass
 from engram.services.store import AggregateStore
 from engram.services.thresholds import Thresholds
 from engram.services.views import Views
@@ -41,7 +45,10 @@ class StepContext:
     thresholds: Thresholds
     being_id: UUID
     run_id: UUID
+    max_answer_bytes: int = DEFAULT_MAX_ANSWER_KIB * 1024
     counts: dict[str, int] = field(default_factory=dict)
+    progress: Callable[[int, int], None] | None = None
+    """Told `(done, total)` as a long step goes: the CLI shows it while the patrol runs."""
 
     @property
     def read(self) -> ReadModels:
@@ -67,6 +74,15 @@ class StepContext:
         if position is not None:
             self.views.ensure(position)
         return position
+
+    def advance(self, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(done, total)
+
+    def ask(self, task: str, prompt: str, schema: type[BaseModel], model_class: ModelClass) -> Asked:
+        """Ask the step's LLM (there must be one), its recorded answer held to the configured cap."""
+        assert self.llm is not None
+        return ask(self.llm, task, prompt, schema, model_class, max_answer_bytes=self.max_answer_bytes)
 
     def count(self, key: str, n: int = 1) -> None:
         self.counts[key] = self.counts.get(key, 0) + n

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from engram.domain.cluster import Cluster
+from engram.domain.cluster import MAX_CLUSTER_NAME_CHARS, Cluster
 from engram.domain.errors import DomainError, InvalidScene
 from engram.domain.ids import node_id_for_note
 from engram.domain.node import MemoryNode
@@ -16,7 +16,6 @@ from engram.domain.patrol_run import PatrolStep
 from engram.domain.scene import ParseFailure, SceneInput, validate_scene_object
 from engram.projections.engine import fewer_gc_passes
 from engram.projections.sql import chunks
-from engram.services.patrol.asking import ask
 from engram.services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
 from engram.services.patrol.grouping import classify_root_fallback, fallback_cluster_name, mutual_group
 from engram.services.patrol.prompts import (
@@ -27,6 +26,7 @@ from engram.services.patrol.prompts import (
     name_cluster_prompt,
     repair_prompt,
 )
+from engram.services.patrol.proposed_text import Inputs, name_problem
 
 MAX_BIRTH_CANDIDATES = 20
 CHANGE_BATCH = 400  # nodes per load query and per save in ❸ and ❺ (one IN list, one transaction)
@@ -35,19 +35,29 @@ CHANGE_BATCH = 400  # nodes per load query and per save in ❸ and ❺ (one IN l
 def _repair_failed_notes(ctx: StepContext) -> None:
     """One LLM repair attempt per failed scene note; the repaired scene is recorded on the note."""
     assert ctx.llm is not None
+    run = ctx.run()
     failed = [
         n
         for n in ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="failed")
-        if not n["repair_attempts"]
+        if not n["repair_attempts"] and run.decision("repair_scene", n["id"]) is None
     ]
-    for row in failed:
+    for done, row in enumerate(failed):
         note = ctx.store.get(Note, UUID(row["id"]))
-        asked = ask(
-            ctx.llm, "repair_scene", repair_prompt(note.text, note.parse_error or ""), RepairScene, "fast"
-        )
-        if asked.transient:
+        asked = ctx.ask("repair_scene", repair_prompt(note.text, note.parse_error or ""), RepairScene, "fast")
+        if asked.transient or asked.bad_response:
+            # Not the note's fault: its one repair attempt is kept for a later patrol.
             log.warning("scene repair stopped: LLM unavailable", reason=asked.error)
-            ctx.count("repair_deferred", len(failed))
+            ctx.count("repair_deferred", len(failed) - done)
+            if asked.bad_response:
+                run = ctx.run()
+                run.record_decision(
+                    PatrolStep.NOTES_TO_NODES,
+                    "repair_scene",
+                    str(note.id),
+                    at=ctx.clock.now(),
+                    **asked.decision([]),
+                )
+                ctx.save(run)
             return
         rejected: list[dict[str, Any]] = []
         at = ctx.clock.now()
@@ -99,6 +109,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
         ctx.count("parse_failed", len(failures))
     if not items:
         return ctx.counts
+    ctx.advance(0, len(items))
     # Spec ❶.4: all new nodes' texts in one batched embedder call.
     vectors = ctx.embedder.embed([scene.scene.embed_text(scene.feeling) for _, scene in items])
     clusters: dict[str, Cluster] = {str(c.id): c for c in roots.values()}
@@ -122,14 +133,10 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
             else:
                 root = classify_root_fallback(scene.scene.action, scene.themes)
                 if ctx.llm is not None and not llm_down:
-                    asked = ask(
-                        ctx.llm,
-                        "classify_root",
-                        classify_root_prompt(scene.scene.action),
-                        ClassifyRoot,
-                        "fast",
+                    asked = ctx.ask(
+                        "classify_root", classify_root_prompt(scene.scene.action), ClassifyRoot, "fast"
                     )
-                    llm_down = asked.transient
+                    llm_down = asked.transient or asked.bad_response
                     if isinstance(asked.plan, ClassifyRoot):
                         root = asked.plan.root
                         ctx.count("llm_classified")
@@ -160,6 +167,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
             aggregates.append(run)
         ctx.save(*aggregates)
         ctx.count("nodes_created", len(part))
+        ctx.advance(ctx.counts["nodes_created"], len(items))
     return ctx.counts
 
 
@@ -214,10 +222,17 @@ def birth_subclusters(ctx: StepContext) -> dict[str, int] | Skip:
             rows = ctx.read.nodes(ctx.being_id, ids=[UUID(g) for g in group])
             name, decision = fallback_cluster_name(rows), None
             if ctx.llm is not None:
-                asked = ask(ctx.llm, "name_cluster", name_cluster_prompt(rows), NameCluster, "fast")
-                if isinstance(asked.plan, NameCluster) and asked.plan.name.strip():
-                    name = asked.plan.name.strip()[:120]
-                decision = asked.decision([])
+                asked = ctx.ask("name_cluster", name_cluster_prompt(rows), NameCluster, "fast")
+                rejected: list[dict[str, Any]] = []
+                if isinstance(asked.plan, NameCluster):
+                    # An overlong name is cut, as it always was; every other flaw falls back (ADR 0027).
+                    proposed = asked.plan.name.strip()[:MAX_CLUSTER_NAME_CHARS]
+                    problem = name_problem(proposed, Inputs.of(rows))
+                    if problem is None:
+                        name = proposed
+                    else:
+                        rejected.append({"item": proposed, "reason": problem})
+                decision = asked.decision(rejected)
             at = ctx.clock.now()
             cluster = Cluster.create_sub(ctx.ids.new_id(), ctx.store.get(Cluster, root_id), name, at)
             nodes = [ctx.store.get(MemoryNode, UUID(g), being_id=ctx.being_id) for g in group]

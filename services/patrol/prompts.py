@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROMPT_VERSION = "2026-11-22.1"
+PROMPT_VERSION = "2026-11-25.1"
 
 
 class Answer(BaseModel):
@@ -92,6 +92,11 @@ SYSTEM = (
 )
 
 
+def _quoted(name: str) -> str:
+    """A cluster name as a JSON string: a quote or a line break in a name cannot end the quotation."""
+    return json.dumps(name, ensure_ascii=False)
+
+
 def _node_lines(nodes: Sequence[dict[str, Any]]) -> str:
     lines = []
     for n in nodes:
@@ -116,7 +121,7 @@ def classify_root_prompt(action: str) -> str:
 
 def consolidate_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> str:
     return (
-        f'Memories of the cluster "{cluster_name}". Find memories that describe the same event or '
+        f"Memories of the cluster {_quoted(cluster_name)}. Find memories that describe the same event or "
         "complement each other: merge each such group into one survivor (prefer the most complete or "
         "important one). Pinned memories may survive but are never absorbed. Then list, in make_dead, the "
         "dying memories that have no merge partner and are not worth keeping. Leave everything else alone; "
@@ -126,7 +131,7 @@ def consolidate_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> st
 
 def split_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> str:
     return (
-        f'The cluster "{cluster_name}" has grown large. Propose new sub-clusters for clearly distinct topics: '
+        f"The cluster {_quoted(cluster_name)} has grown large. Propose new sub-clusters for clearly distinct topics: "
         "each group needs at least 2 memories and a short name, and at least 2 memories must stay in the "
         "original cluster. Propose no group if the cluster is coherent.\n" + _node_lines(nodes)
     )

@@ -23,13 +23,19 @@ from engram.services.beings import resolve_being
 from engram.services.errors import Conflict
 from engram.services.patrol import mechanical, with_llm
 from engram.services.patrol.context import Skip, StepContext
-from engram.services.ports import LLM
+from engram.services.ports import LLM, LLMAnswer, ModelClass, Patrols, T
 from engram.services.runner import correlation
 from engram.services.thresholds import thresholds_for
 
 log = structlog.get_logger("engram.patrol")
 
 BYOK_MISSING = "[graph] BYOK key not set: skipping ❹❻ diary/think_md (mechanical processing only)"
+"""The spec's own log line (its wording and symbols) for a patrol without an LLM key: logged only when
+no key is set at all."""
+KEY_MISSING = "BYOK key not set"
+"""A skipped LLM step's reason when no LLM key is set (the spec's words, kept for existing readers)."""
+LLM_TURNED_OFF = "the LLM is turned off (ENGRAM_LLM=none)"
+"""A skipped LLM step's reason when the LLM was turned off on purpose (`ENGRAM_LLM=none`)."""
 
 StepFn = Callable[[StepContext], "dict[str, int] | Skip"]
 
@@ -48,6 +54,46 @@ STEPS: dict[PatrolStep, tuple[StepFn | None, bool]] = {
 
 class PatrolAlreadyRunning(Conflict):
     code = "patrol_running"
+
+
+@dataclass(frozen=True)
+class PatrolProgress:
+    """Where a running patrol is: its step, the step's items done of total when it counts them, and the
+    LLM calls made so far in this run."""
+
+    step: str
+    state: str  # "started", "working", "finished", "skipped", "resumed"
+    done: int | None = None
+    total: int | None = None
+    llm_calls: int = 0
+
+
+class _CountingLLM:
+    """The patrol's LLM, counting the calls it makes for the progress report."""
+
+    def __init__(self, inner: LLM, on_call: Callable[[], None]) -> None:
+        self.inner = inner
+        self.on_call = on_call
+
+    @property
+    def available(self) -> bool:
+        return self.inner.available
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def model_for(self, model_class: ModelClass) -> str:
+        return self.inner.model_for(model_class)
+
+    def complete(
+        self, *, task: str, system: str, prompt: str, schema: type[T], model_class: ModelClass
+    ) -> LLMAnswer:
+        try:
+            return self.inner.complete(
+                task=task, system=system, prompt=prompt, schema=schema, model_class=model_class
+            )
+        finally:
+            self.on_call()
 
 
 @dataclass
@@ -73,14 +119,43 @@ class PatrolReport:
 
 
 class Patrol:
-    def __init__(self, engram: Any, llm: LLM | None = None) -> None:
-        """`llm` overrides the configured one for this patrol only (a per-request BYOK key)."""
+    def __init__(
+        self,
+        engram: Patrols,
+        llm: LLM | None = None,
+        *,
+        progress: Callable[[PatrolProgress], None] | None = None,
+    ) -> None:
+        """`llm` overrides the configured one for this patrol only (a per-request BYOK key);
+        `progress` is told each step's start and end, its items as it goes, and the LLM calls made."""
         self.e = engram
         self._llm = llm
+        self._progress = progress
+        self._llm_calls = 0
+        self._step = ""
+        self._items: tuple[int | None, int | None] = (None, None)  # the current step's, when it counts
+
+    def _tell(self, state: str) -> None:
+        if self._progress is not None:
+            self._progress(PatrolProgress(self._step, state, *self._items, self._llm_calls))
+
+    def _advance(self, done: int, total: int) -> None:
+        self._items = (done, total)
+        self._tell("working")
+
+    def _called_llm(self) -> None:
+        self._llm_calls += 1
+        self._tell("working")
 
     def _llm_or_none(self) -> LLM | None:
         llm = self._llm if self._llm is not None else self.e.llm
-        return llm if llm.available else None
+        if not llm.available:
+            return None
+        return _CountingLLM(llm, self._called_llm) if self._progress is not None else llm
+
+    def _no_llm_reason(self) -> str:
+        """Why the LLM steps are skipped: turned off on purpose (`ENGRAM_LLM=none`), or no key found."""
+        return LLM_TURNED_OFF if self.e.settings.llm == "none" else KEY_MISSING
 
     def run(self, being_ref: str, *, dry_run: bool = False) -> PatrolReport:
         being = resolve_being(self.e.store, being_ref)
@@ -91,7 +166,7 @@ class Patrol:
                     f"a patrol of {being.name} is already running; try again when it ends"
                 )
             try:
-                self.e.views.ensure()
+                self.e.views.ensure(being=being.id)
                 if dry_run:
                     return self._dry_run(being)
                 return self._run(being)
@@ -117,20 +192,31 @@ class Patrol:
             str(being.id), being.name, run.cycle, False, llm.describe() if llm else None, resumed
         )
         if llm is None:
-            log.warning(BYOK_MISSING)
+            if self._no_llm_reason() == KEY_MISSING:
+                log.warning(BYOK_MISSING)
+            else:
+                log.info(
+                    "patrol without the LLM: consolidation, splitting and the diary are skipped",
+                    reason=LLM_TURNED_OFF,
+                )
         embedder = self.e.embedder
         for step, (fn, needs_llm) in STEPS.items():
+            self._step, self._items = step.value, (None, None)
             run = self.e.store.get(PatrolRun, run.id)
             state = run.step_state(step)
             if state in (StepState.FINISHED, StepState.SKIPPED):
                 report.steps.append({"step": step.value, "resumed_from_log": True, **run.steps[step.value]})
+                self._tell("resumed")
                 continue
             started = time.perf_counter()
             if needs_llm and llm is None:
-                run.skip_step(step, "BYOK key not set", self.e.clock.now())
+                reason = self._no_llm_reason()
+                run.skip_step(step, reason, self.e.clock.now())
                 self.e.store.save(run)
-                report.steps.append({"step": step.value, "state": "skipped", "reason": "BYOK key not set"})
+                report.steps.append({"step": step.value, "state": "skipped", "reason": reason})
+                self._tell("skipped")
                 continue
+            self._tell("started")
             run.start_step(step, self.e.clock.now())
             self.e.store.save(run)
             if step is PatrolStep.START_CYCLE:
@@ -146,6 +232,8 @@ class Patrol:
                     thresholds=thresholds_for(embedder.model_id),
                     being_id=being.id,
                     run_id=run.id,
+                    progress=self._advance,
+                    max_answer_bytes=self.e.settings.llm_max_answer_kib * 1024,
                 )
                 assert fn is not None
                 outcome = fn(ctx)
@@ -169,6 +257,7 @@ class Patrol:
             self.e.store.save(run)
             log.info("patrol step", **entry)
             report.steps.append(entry)
+            self._tell(entry["state"])
         run = self.e.store.get(PatrolRun, run.id)
         run.finish(self.e.clock.now())
         self.e.views.ensure(self.e.store.save(run))
@@ -240,7 +329,7 @@ class Patrol:
                     "step": step.value,
                     "state": "would_skip" if skipped else "would_run",
                     "counts": counts,
-                    **({"reason": "BYOK key not set"} if skipped else {}),
+                    **({"reason": self._no_llm_reason()} if skipped else {}),
                 }
             )
         return report

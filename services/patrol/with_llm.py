@@ -13,7 +13,7 @@ from engram.domain.cluster import Cluster
 from engram.domain.errors import DomainError
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolStep
-from engram.services.patrol.asking import Asked, ask
+from engram.services.patrol.asking import Asked
 from engram.services.patrol.context import Skip, StepContext
 from engram.services.patrol.plans import check_consolidation, check_diary, check_split
 from engram.services.patrol.prompts import (
@@ -56,12 +56,8 @@ def consolidate(ctx: StepContext) -> dict[str, int] | Skip:
         shown = [n for n in members if n["fresh"] or n["status"] == "dying"]
         shown += [n for n in members if not (n["fresh"] or n["status"] == "dying")]
         shown = shown[:MAX_NODES_IN_PROMPT]
-        asked = ask(
-            ctx.llm,
-            "consolidate_cluster",
-            consolidate_prompt(cluster["name"], shown),
-            ConsolidateCluster,
-            "reasoning",
+        asked = ctx.ask(
+            "consolidate_cluster", consolidate_prompt(cluster["name"], shown), ConsolidateCluster, "reasoning"
         )
         if asked.transient:
             return Skip(f"{asked.error} (after {ctx.counts.get('clusters', 0)} clusters)")
@@ -69,8 +65,12 @@ def consolidate(ctx: StepContext) -> dict[str, int] | Skip:
         if not isinstance(asked.plan, ConsolidateCluster):
             ctx.save(_record(ctx, PatrolStep.CONSOLIDATE, "consolidate_cluster", cluster_id, asked, []))
             ctx.count("clusters_skipped")
+            if asked.bad_response:
+                return Skip(f"{asked.error} (after {ctx.counts['clusters']} clusters)")
             continue
-        checked = check_consolidation(asked.plan, shown)
+        named = {i for m in asked.plan.merges for i in (m.survivor, *m.absorbed)} & {n["id"] for n in shown}
+        vectors = ctx.read.node_vectors(ctx.being_id, sorted(named))
+        checked = check_consolidation(asked.plan, shown, vectors, ctx.thresholds.merge)
         at = ctx.clock.now()
         cycle = ctx.being().cycle
         loaded: dict[str, MemoryNode] = {}
@@ -119,15 +119,17 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
             ctx.being_id, statuses=["active"], cluster_id=UUID(cluster["id"]), order="recent"
         )
         shown = members[:MAX_NODES_IN_PROMPT]
-        asked = ask(ctx.llm, "split_cluster", split_prompt(cluster["name"], shown), SplitCluster, "reasoning")
+        asked = ctx.ask("split_cluster", split_prompt(cluster["name"], shown), SplitCluster, "reasoning")
         if asked.transient:
             return Skip(f"{asked.error} (after {ctx.counts.get('clusters', 0)} clusters)")
         ctx.count("clusters")
         if not isinstance(asked.plan, SplitCluster):
             ctx.save(_record(ctx, PatrolStep.SPLIT, "split_cluster", cluster["id"], asked, []))
             ctx.count("clusters_skipped")
+            if asked.bad_response:
+                return Skip(f"{asked.error} (after {ctx.counts['clusters']} clusters)")
             continue
-        checked = check_split(asked.plan, [n["id"] for n in members])
+        checked = check_split(asked.plan, members)
         at = ctx.clock.now()
         source = ctx.store.get(Cluster, UUID(cluster["id"]))
         aggregates: list[Any] = []
@@ -163,16 +165,20 @@ def diary(ctx: StepContext) -> dict[str, int] | Skip:
     if not scenes:
         return Skip("no new scenes this cycle")
     being = ctx.being()
-    prompt = diary_prompt(being.soul, subject, scenes[:100])
+    shown = scenes[:100]
+    prompt = diary_prompt(being.soul, subject, shown)
     problem: str | None = None
     for _ in (1, 2):
-        asked = ask(ctx.llm, "write_diary", prompt, WriteDiary, "reasoning")
+        asked = ctx.ask("write_diary", prompt, WriteDiary, "reasoning")
         if asked.transient:
             return Skip(asked.error or "LLM unavailable")
+        if asked.bad_response:
+            ctx.save(_record(ctx, PatrolStep.DIARY, "write_diary", subject, asked, []))
+            return Skip(f"no usable diary: {asked.error}")
         if not isinstance(asked.plan, WriteDiary):
             problem = asked.error
             continue
-        problem = check_diary(asked.plan.diary, asked.plan.think_md)
+        problem = check_diary(asked.plan.diary, asked.plan.think_md, shown)
         if problem is None:
             break
     if problem is not None or not isinstance(asked.plan, WriteDiary):

@@ -95,6 +95,20 @@ def test_drop_collection(vector_index: VectorIndex, new_name: NameFactory) -> No
     assert vector_index.count(name) == 0
 
 
+def test_list_collections_names_collections_not_aliases(
+    vector_index: VectorIndex, new_name: NameFactory
+) -> None:
+    first, second, alias = new_name("a"), new_name("b"), new_name("alias")
+    for name in (first, second):
+        vector_index.ensure_collection(name, DIM)
+    vector_index.set_alias(alias, first)
+    listed = vector_index.list_collections()
+    assert {first, second} <= set(listed) and alias not in listed
+    assert listed == sorted(listed)
+    vector_index.drop_collection(second)
+    assert second not in vector_index.list_collections()
+
+
 # -- search --------------------------------------------------------------------------------------
 
 

@@ -49,6 +49,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "patrol-fixed",
         "recall",
         "http",
+        "memory",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {"ingest-postgresql", "rebuild-postgresql", "lag-postgresql"}
@@ -63,6 +64,17 @@ def test_rebuilds_call_no_embedder_and_no_llm(results: Path) -> None:
         r = read(results, name)
         assert r["external_calls_during_rebuilds"] == {"embedder": 0, "llm": 0}
         assert r["totals"]["sql"]["events_per_s"] > 0
+
+
+def test_the_memory_benchmark_attributes_rss_and_disk(results: Path) -> None:
+    [entry] = read(results, "memory")["sizes"]
+    engram = entry["engram"]
+    assert engram["memory"]["rss"] > engram["rss_embedder_alone"] > 50 * 1024 * 1024
+    assert sum(v["rss"] for v in engram["memory"]["by_mapping"].values()) > engram["memory"]["rss"] // 2
+    components = engram["disk"]["components"]
+    assert components["event log"]["allocated"] > 0 and components["view memory"]["allocated"] > 0
+    assert any(name.startswith("edge nodes: segment") for name in components)
+    assert engram["disk"]["total"] == sum(v["allocated"] for v in components.values())
 
 
 def test_results_carry_the_machine_and_the_load(results: Path) -> None:
@@ -83,6 +95,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Patrol",
         "## Recall and query latency",
         "## HTTP overhead",
+        "## Memory and disk",
         "## What the figures mean for a deployment",
     ):
         assert heading in page

@@ -228,7 +228,7 @@ def test_views_a_few_events_behind_share_one_read(
 ) -> None:
     from uuid import UUID
 
-    from engram.services.views import SharedRead
+    from engram.projections.engine import SharedRead
 
     e = bootstrap(make_settings(), clock=SteppingClock(), ids=SeededIds(1))
     try:

@@ -128,9 +128,9 @@ def test_search_and_recall_cluster(aria: Run) -> None:
 
 def test_context_prints_the_ready_text(aria: Run) -> None:
     _, out, _ = aria("context", "Aria")
-    assert out.startswith("# System prompt (Block 1-A)\nCurious, warm, dry humour.")
+    assert out.startswith("# Who you are\nCurious, warm, dry humour.")
     assert "[todo] Renew the passport" in out
-    assert "# Recent memories (Block 2-B)" in out and f"— {FAUCET} — (annoyed)" in out
+    assert "# Recent memories" in out and f"— {FAUCET} — (annoyed)" in out
     data = json.loads(aria("context", "Aria", "--json")[1])
     assert data["being"] == "Aria" and data["text"] == out.rstrip("\n")
     assert len(data["recent_nodes"]) == 4 and data["snapshot"]["unread"][0]["text"] == "Renew the passport"

@@ -1,4 +1,4 @@
-"""Several Engram processes on one embedded data directory (issue #7, item 6; ADR 0025): `engram serve`
+"""Several Engram processes on one embedded data directory (issue #7, item 6; ADR 0036): `engram serve`
 owns the vector index and the CLI, `engram mcp` and `engram worker` reach it through it; a killed owner
 hands the index over; a stopped one is named in one line.
 

@@ -197,7 +197,9 @@ def _node(engram: Engram, being: str, dim: int) -> MemoryNode:
     from engram.services.beings import resolve_being
 
     b = resolve_being(engram.store, being)
-    root = engram.store.get(__import__("engram.domain.cluster", fromlist=["Cluster"]).Cluster, b.business_root_id)
+    root = engram.store.get(
+        __import__("engram.domain.cluster", fromlist=["Cluster"]).Cluster, b.business_root_id
+    )
     node = MemoryNode.create(uuid4(), validate_scene_object(SCENE), root, b.cycle, engram.clock.now())
     node.embed(
         Embedding.from_floats("test-model", [((i * 7) % 13) / 13 - 0.5 for i in range(dim)]),

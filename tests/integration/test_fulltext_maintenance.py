@@ -15,10 +15,10 @@ from uuid import UUID
 
 import pytest
 
+from engram.adapters.fulltext import fts5_merge
 from engram.domain.cluster import Cluster
 from engram.domain.node import MemoryNode
 from engram.domain.scene import validate_scene_object
-from engram.projections import fulltext_merge
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.fulltext_maintenance import FullTextMaintenance
 from engram.services.worker import Worker
@@ -58,11 +58,11 @@ def add_nodes(e: Engram, cluster: Cluster, count: int, rng: random.Random, per_b
 
 
 def answers(e: Engram, being_id: UUID) -> list[list[tuple[str, float]]]:
-    return [e.views.read.lexical(being_id, q, 50) for q in QUERIES]
+    return [e.views.search.lexical(being_id, q, 50) for q in QUERIES]
 
 
 def merge(e: Engram, being_id: UUID) -> int:
-    return fulltext_merge.merge(e.views.dbs["memory"], e.views.projections["memory"], str(being_id))
+    return fts5_merge.merge(e.views.dbs["memory"], e.views.projections["memory"], str(being_id))
 
 
 def test_a_merge_keeps_every_answer_and_leaves_nothing_to_merge(
@@ -70,18 +70,18 @@ def test_a_merge_keeps_every_answer_and_leaves_nothing_to_merge(
 ) -> None:
     cluster = root_cluster(engram)
     add_nodes(engram, cluster, 5, random.Random(1))
-    [index] = fulltext_merge.being_indexes(engram.views.dbs["memory"], engram.views.projections["memory"])
+    [index] = fts5_merge.being_indexes(engram.views.dbs["memory"], engram.views.projections["memory"])
     table = index.table
     with engram.views.dbs["memory"].write() as conn:  # pages of 64 bytes: a small index, many pages
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('pgsz', 64)")
     add_nodes(engram, cluster, 115, random.Random(11))
     before = answers(engram, cluster.being_id)
     assert all(before)
-    monkeypatch.setattr(fulltext_merge, "MERGE_PAGES", 1)  # a page per step
+    monkeypatch.setattr(fts5_merge, "MERGE_PAGES", 1)  # a page per step
     db, projection = engram.views.dbs["memory"], engram.views.projections["memory"]
     # A merge asked to stop (the worker stopping) stops between steps; the next one goes on.
     answers_to_stopping = iter([False, False, True])
-    stopped = fulltext_merge.merge(
+    stopped = fts5_merge.merge(
         db, projection, str(cluster.being_id), stopping=lambda: next(answers_to_stopping)
     )
     assert stopped == 2 and answers(engram, cluster.being_id) == before
@@ -99,7 +99,7 @@ def test_a_merge_touches_only_its_being(engram: Engram) -> None:
     add_nodes(engram, bo, 30, random.Random(4))
     tables = {
         i.being_id: i.table
-        for i in fulltext_merge.being_indexes(engram.views.dbs["memory"], engram.views.projections["memory"])
+        for i in fts5_merge.being_indexes(engram.views.dbs["memory"], engram.views.projections["memory"])
     }
 
     def blocks(being: Cluster) -> list[dict[str, Any]]:
@@ -141,7 +141,7 @@ def test_the_worker_merges_in_its_maintenance_thread_and_reads_never_do(
     add_nodes(engram, cluster, 40, random.Random(6))
     calls: list[str] = []
     done = threading.Event()
-    original = fulltext_merge.merge
+    original = fts5_merge.merge
 
     def recording(*args: Any, **kwargs: Any) -> int:
         calls.append(threading.current_thread().name)
@@ -149,8 +149,8 @@ def test_the_worker_merges_in_its_maintenance_thread_and_reads_never_do(
         done.set()
         return steps
 
-    monkeypatch.setattr(fulltext_merge, "merge", recording)
-    engram.views.read.lexical(cluster.being_id, "river", 5)
+    monkeypatch.setattr(fts5_merge, "merge", recording)
+    engram.views.search.lexical(cluster.being_id, "river", 5)
     assert calls == []
     # As `engram worker` builds it: threshold and interval from ENGRAM_FULLTEXT_* settings.
     monkeypatch.setattr(engram.views.settings, "fulltext_merge_min_rows", 30)

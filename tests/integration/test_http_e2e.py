@@ -21,7 +21,8 @@ from urllib.parse import parse_qs, urlparse, urlunparse
 import httpx
 import pytest
 
-from engram.adapters.locks import AdvisoryLock, FileLock, Lock
+from engram.adapters.locks import AdvisoryLock, FileLock
+from engram.services.ports import Lock
 from tests.integration.http_support import (
     DIARY,
     FakeOpenAI,

@@ -13,7 +13,10 @@ from tests.integration.http_support import SCENE, base_env, cli, running_server
 
 def test_embedded_worker_serves_fresh_reads_and_patrols(tmp_path: Path) -> None:
     env = base_env(
-        tmp_path / "data", ENGRAM_PATROL_MIN_NOTES="3", ENGRAM_PATROL_CHECK_S="0.2", ENGRAM_CONSISTENCY_TIMEOUT_S="5"
+        tmp_path / "data",
+        ENGRAM_PATROL_MIN_NOTES="3",
+        ENGRAM_PATROL_CHECK_S="0.2",
+        ENGRAM_CONSISTENCY_TIMEOUT_S="5",
     )
     token = json.loads(cli(env, "token", "create", "--admin", "--json").stdout)["token"]
     with running_server(env, tmp_path / "server.log", "--worker") as server:

@@ -13,7 +13,7 @@ from tests.integration.test_reading_fast_paths import QUERIES, populate
 
 def test_it_ranks_as_lexical_does_and_runs_the_callers_work_on_the_caller(engram: Engram) -> None:
     being_id, _ = populate(engram, "Aria", 300, seed=3)
-    read = engram.views.read
+    search = engram.views.search
     caller = threading.get_ident()
     ran_on: list[int] = []
 
@@ -22,10 +22,10 @@ def test_it_ranks_as_lexical_does_and_runs_the_callers_work_on_the_caller(engram
         return "vectors"
 
     for text in QUERIES:
-        names = read.actor_terms(being_id, text)
-        want = read.lexical(being_id, text, 20, actors=names)
-        with read.snapshot("memory") as snapshot:
-            got = snapshot.lexical_alongside(alongside, being_id, text, 20, actors=names)
+        names = search.actor_terms(being_id, text)
+        want = search.lexical(being_id, text, 20, actors=names)
+        with search.read.snapshot("memory"):
+            got = search.lexical_alongside(alongside, being_id, text, 20, actors=names)
         assert got == (want, "vectors")
         assert want, text
     assert ran_on == [caller] * len(QUERIES)
@@ -34,19 +34,19 @@ def test_it_ranks_as_lexical_does_and_runs_the_callers_work_on_the_caller(engram
 
 def test_the_worker_reads_in_the_callers_snapshot(engram: Engram) -> None:
     being_id, _ = populate(engram, "Aria", 50, seed=4)
-    read = engram.views.read
+    search = engram.views.search
     added: list[str] = []
-    with read.snapshot("memory") as snapshot:
-        before = snapshot.lexical(being_id, "chess", 100)
+    with search.read.snapshot("memory"):
+        before = search.lexical(being_id, "chess", 100)
         # Written and projected (on another thread: this one's connection is in the snapshot) after
         # the snapshot began: invisible to its reads, the worker's too.
         writer = threading.Thread(target=lambda: added.extend(_chess_nodes(engram, being_id, 5)))
         writer.start()
         writer.join(timeout=60)
         assert len(added) == 5
-        hits, _ = snapshot.lexical_alongside(lambda: None, being_id, "chess", 100)
+        hits, _ = search.lexical_alongside(lambda: None, being_id, "chess", 100)
         assert hits == before
-    after = read.lexical(being_id, "chess", 100)
+    after = search.lexical(being_id, "chess", 100)
     assert set(added) <= {i for i, _ in after}
 
 
@@ -80,13 +80,14 @@ def _chess_nodes(engram: Engram, being_id: object, count: int) -> list[str]:
 
 def test_no_read_may_use_the_lent_connection(engram: Engram) -> None:
     being_id, _ = populate(engram, "Aria", 50, seed=6)
-    read = engram.views.read
+    search = engram.views.search
+    read = search.read
 
     def reads_the_views() -> object:
         return read.nodes(being_id, limit=1)
 
     with pytest.raises(RuntimeError, match="connection is the worker's"):
-        read.lexical_alongside(reads_the_views, being_id, "chess garden", 10)
+        search.lexical_alongside(reads_the_views, being_id, "chess garden", 10)
     # The connection came back: reads work again.
     assert read.nodes(being_id, limit=1)
-    assert read.lexical(being_id, "chess", 5)
+    assert search.lexical(being_id, "chess", 5)

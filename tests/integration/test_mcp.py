@@ -205,7 +205,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
     assert ok["note_again"].structured_content["note_id"] == note["note_id"]
     assert ok["note_prose"].structured_content["parsed"] is False and "repair" in _text(ok["note_prose"])
     # context: the ready text
-    assert _text(ok["context"]).startswith("# System prompt (Block 1-A)\nCurious, warm, dry humour.")
+    assert _text(ok["context"]).startswith("# Who you are\nCurious, warm, dry humour.")
     # errors carry their reason
     assert "not_found" in errors["cluster_unknown"] and "not found" in errors["cluster_other_being"]
     assert "uuid" in errors["cluster_bad"].lower()

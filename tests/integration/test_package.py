@@ -20,10 +20,21 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     for part in ("engram", "domain", "services", "projections", "adapters"):
         shutil.copytree(ROOT / part, source / part, symlinks=True, ignore=ignore)
-    for part in ("pyproject.toml", "README.md"):
+    for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / part, source / part)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), "."],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            ".",
+        ],
         cwd=source,
         check=True,
         capture_output=True,
@@ -38,6 +49,16 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     assert "engram/adapters/embedders/assets/tokenizer.json" in names
     assert "engram/py.typed" in names
     assert not any(name.startswith(("engram/tests/", "engram/bench/")) for name in names)
+    # The licence the README names, in full, in the wheel's metadata (PEP 639: dist-info/licenses/).
+    dist_info = wheel.name.split("-py3")[0] + ".dist-info"
+    shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode("utf-8")
+    assert shipped == (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License\n                           Version 2.0, January 2004" in shipped
+    assert (
+        "END OF TERMS AND CONDITIONS" in shipped and "Licence: Apache-2.0" in (ROOT / "README.md").read_text()
+    )
+    metadata = zipfile.ZipFile(wheel).read(f"{dist_info}/METADATA").decode("utf-8")
+    assert "License-Expression: Apache-2.0" in metadata and "License-File: LICENSE" in metadata
 
 
 def test_importing_engram_loads_no_layer() -> None:

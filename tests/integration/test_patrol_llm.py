@@ -71,12 +71,15 @@ def being_root(engram: Any, being_id: UUID, name: str) -> UUID:
 
 # -- ❹ consolidation ------------------------------------------------------------------------------
 
+# The merges these tests script (A absorbs B or C, B absorbs E) are alike enough to pass the hashing
+# embedder's merge floor of 0.25 (ADR 0027; cosines 0.40, 0.28, 0.44), yet no three of the six are
+# mutually similar enough (0.30) to be born into a sub-cluster: all stay in the Private root.
 A, B, C, D, E, F = (
     "Walked the dog along the river",
-    "Painted a watercolor of tulips",
+    "Walked the dog, then painted a watercolor of tulips",
     "Fixed the leaking bathroom faucet",
     "Read a novel about whales",
-    "Swam twelve laps at the pool",
+    "Painted a second watercolor of tulips",
     "Called grandmother on her birthday",
 )
 
@@ -656,7 +659,18 @@ def test_no_diary_without_new_scenes(engram) -> None:
 # -- without an LLM, dry runs, one patrol at a time -----------------------------------------------
 
 
-def test_without_an_llm_key_the_llm_steps_are_skipped_with_the_spec_log_line(engram) -> None:
+def test_without_an_llm_key_the_llm_steps_are_skipped_with_the_spec_log_line(
+    make_settings, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ENGRAM_LLM=auto` and no key anywhere: the key is truly missing, and the spec's line says so."""
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(f"ENGRAM_{name}", raising=False)
+    with bootstrap(make_settings(llm="auto"), clock=clock, ids=SeededIds()) as engram:
+        _skips_the_llm_steps_with_the_spec_line(engram)
+
+
+def _skips_the_llm_steps_with_the_spec_line(engram: Any) -> None:
     being_id = _register(engram)
     note_scenes(engram, "Aria", [*topic_scenes("baking", 12), scene(D, "2024-04-06", importance=0.05)])
     with capture_logs() as logs:

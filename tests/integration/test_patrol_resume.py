@@ -41,7 +41,6 @@ from tests.patrol_support import (
     scene,
     settings_json,
     topic_scenes,
-    unrelated_scenes,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -246,12 +245,19 @@ def _topic(name: str) -> list[str]:
     return [*topic_scenes(name, 4), scene(f"{base} once more", date, importance=0.05)]
 
 
+# Two memories of one walk, left in the Private root (two are too few for a sub-cluster): alike enough
+# (cosine 0.40) for ❹'s merge floor (ADR 0027), so `merge_first_two` merges in the root as in each topic.
+ROOT_PAIR = [
+    scene("Walked the dog along the river", "2021-01-03"),
+    scene("Walked the dog, then painted a watercolor of tulips", "2022-02-14"),
+]
+
 CLUSTERED = [
     *_topic("climbing"),
     *_topic("baking"),
     *_topic("chess"),
     *_topic("sailing"),
-    *unrelated_scenes(2),
+    *ROOT_PAIR,
 ]
 
 

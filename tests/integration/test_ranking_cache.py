@@ -26,7 +26,7 @@ def reference(engram: Engram, being_id: UUID) -> dict[str, dict[str, Any]]:
     """The ranking rows as the view holds them, read row by row with `nodes`."""
     engram.views.ensure()
     read = engram.views.read
-    with read.snapshot("memory"), read._reading("memory") as (conn, tables):
+    with read.snapshot("memory"), read.reading("memory") as (conn, tables):
         raw = {
             str(r["id"]): r
             for r in conn.query(

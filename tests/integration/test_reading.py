@@ -274,12 +274,12 @@ def test_query_fuses_semantic_and_lexical(engram: Engram, profile: str) -> None:
         "Aria", "mountain climbing", profile_name="semantic", reactivate=False
     )
     assert semantic_only.nodes[0].action != CLIMBED
-    lexical = engram.views.read.lexical(being_id, "mountain climbing", 10)
+    lexical = engram.views.search.lexical(being_id, "mountain climbing", 10)
     assert [i for i, _ in lexical] == [ids[CLIMBED]]
     fused = engram.reading.query("Aria", "mountain climbing", profile_name=profile, reactivate=False)
     assert fused.nodes[0].action == CLIMBED
     # A paraphrase with no word in common: the full-text index finds nothing, the vectors carry it.
-    assert engram.views.read.lexical(being_id, "a leaky faucett", 10) == []
+    assert engram.views.search.lexical(being_id, "a leaky faucett", 10) == []
     fused = engram.reading.query("Aria", "a leaky faucett", profile_name=profile, reactivate=False)
     assert fused.nodes[0].action == FAUCET
     scored = [n.score for n in fused.nodes]
@@ -437,8 +437,8 @@ def test_reads_never_cross_beings(engram: Engram) -> None:
 def test_lexical_ignores_stop_words_on_both_backends(engram: Engram) -> None:
     being_id, ids = prepare(engram)
     # SQLite's index used to rank every node containing "the"; PostgreSQL's english config drops it.
-    assert engram.views.read.lexical(being_id, "the", 10) == []
-    found = engram.views.read.lexical(being_id, "the leaking faucet", 10)
+    assert engram.views.search.lexical(being_id, "the", 10) == []
+    found = engram.views.search.lexical(being_id, "the leaking faucet", 10)
     assert [i for i, _ in found] == [ids[FAUCET]]
 
 

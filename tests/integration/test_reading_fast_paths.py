@@ -20,17 +20,20 @@ from uuid import UUID, uuid4
 import numpy as np
 import pytest
 
+from engram.adapters.fulltext import fts5_ranking
+from engram.adapters.fulltext.fts5_ranking import FTS_WEIGHTS
 from engram.domain.being import Being
 from engram.domain.cluster import Cluster
 from engram.domain.node import MemoryNode
 from engram.domain.scene import SceneInput
-from engram.projections import engine, queries
-from engram.projections.memory import FTS_COLUMNS
-from engram.projections.queries import FTS_WEIGHTS, STOPWORDS, query_terms
+from engram.projections import engine
+from engram.projections.fulltext.port import FTS_COLUMNS
+from engram.projections.fulltext.terms import STOPWORDS, query_terms
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.bootstrap import Engram
 from engram.services.query_text import first_date
-from engram.services.reading import Reading, _day
+from engram.services.ranking import _day
+from engram.services.reading import Reading
 
 WORDS = [
     "garden",
@@ -211,33 +214,35 @@ QUERIES = [
 def test_lexical_matches_the_join_of_every_match(
     engram: Engram, monkeypatch: pytest.MonkeyPatch, budget: int, window: int
 ) -> None:
-    monkeypatch.setattr(queries, "LEXICAL_BUDGET", budget)
-    monkeypatch.setattr(queries, "LEXICAL_WINDOW", window)
+    monkeypatch.setattr(fts5_ranking, "LEXICAL_BUDGET", budget)
+    monkeypatch.setattr(fts5_ranking, "LEXICAL_WINDOW", window)
     being_id, ids = populate(engram, "Aria", 600, seed=1)
     populate(engram, "Other", 200, seed=2)  # another being's matches must never count
-    read = engram.views.read
+    search = engram.views.search
     # Many of the best "garden" rows die: the status filter drops more than the slack.
-    garden = [i for i, _ in read.lexical(being_id, "garden", 60)]
+    garden = [i for i, _ in search.lexical(being_id, "garden", 60)]
     kill(engram, being_id, garden[:45])
     for text in QUERIES:
-        names = read.actor_terms(being_id, text)
+        names = search.actor_terms(being_id, text)
         for limit in (1, 5, 10, 100):
             for statuses in (["active", "dying"], ["active", "dying", "dead"]):
-                got = read.lexical(being_id, text, limit, statuses, actors=names)
+                got = search.lexical(being_id, text, limit, statuses, actors=names)
                 want = reference_lexical(
                     engram, being_id, text, limit, statuses, names, budget=budget, window=window
                 )
                 assert len(got) == len(want), (text, limit, statuses)
                 same_ranking(got, want)
                 # Ranked on a worker beside other work (ADR 0017): the same list, every regime.
-                alongside = read.lexical_alongside(lambda: "x", being_id, text, limit, statuses, actors=names)
+                alongside = search.lexical_alongside(
+                    lambda: "x", being_id, text, limit, statuses, actors=names
+                )
                 assert alongside == (got, "x")
                 assert set(i for i, _ in got) <= set(ids)
     if budget == 10**6:
         # The exact regime is the plain OR, to the last bit.
         for text in QUERIES:
-            names = read.actor_terms(being_id, text)
-            got = read.lexical(being_id, text, 100, actors=names)
+            names = search.actor_terms(being_id, text)
+            got = search.lexical(being_id, text, 100, actors=names)
             want = reference_lexical(engram, being_id, text, 100, ["active", "dying"], names)
             assert [s for _, s in got] == [s for _, s in want]
 
@@ -246,19 +251,19 @@ def test_a_name_reaches_the_actors_field_only_as_a_name(engram: Engram) -> None:
     """ADR 0014: the actors field holds marked terms, so a name counts there only when the query
     treats it as one (`actors=`); as a plain word it matches the other fields."""
     being_id, _ = populate(engram, "Aria", 60, seed=4)
-    read = engram.views.read
-    assert read.actor_terms(being_id, "Mina") == {"mina"}
-    as_name = dict(read.lexical(being_id, "Mina", 100, actors={"mina"}))
+    search = engram.views.search
+    assert search.actor_terms(being_id, "Mina") == {"mina"}
+    as_name = dict(search.lexical(being_id, "Mina", 100, actors={"mina"}))
     assert as_name  # every row with Mina among its actors
-    assert read.lexical(being_id, "Mina", 100) == []  # no action or feeling says "Mina"
+    assert search.lexical(being_id, "Mina", 100) == []  # no action or feeling says "Mina"
 
 
 def test_a_being_s_scores_ignore_other_beings(engram: Engram) -> None:
     """bm25's statistics are the being's own (ADR 0012): another being's notes move nothing."""
     being_id, _ = populate(engram, "Aria", 150, seed=5)
-    before = {t: engram.views.read.lexical(being_id, t, 50) for t in QUERIES}
+    before = {t: engram.views.search.lexical(being_id, t, 50) for t in QUERIES}
     populate(engram, "Other", 300, seed=6)
-    assert {t: engram.views.read.lexical(being_id, t, 50) for t in QUERIES} == before
+    assert {t: engram.views.search.lexical(being_id, t, 50) for t in QUERIES} == before
 
 
 def fulltext_tables(e: Engram) -> set[str]:
@@ -273,33 +278,33 @@ def fulltext_tables(e: Engram) -> set[str]:
 def test_the_full_text_follows_rewritten_scenes_not_state_changes_and_rebuilds_alike(engram: Engram) -> None:
     being_id, ids = populate(engram, "Aria", 80, seed=7)
     other_id, _ = populate(engram, "Other", 20, seed=8)
-    read = engram.views.read
+    search = engram.views.search
     at = engram.clock.now()
     survivor, absorbed = (engram.store.get(MemoryNode, UUID(i), being_id=being_id) for i in ids[:2])
-    assert [i for i, _ in read.lexical(being_id, "note1", 10, ["active", "dying", "dead"])] == [ids[1]]
+    assert [i for i, _ in search.lexical(being_id, "note1", 10, ["active", "dying", "dead"])] == [ids[1]]
     # The survivor's `when` gains the absorbed node's action: its words now find the survivor too.
     survivor.absorb([absorbed], 0, at)
     engram.store.save(survivor, absorbed)
     engram.views.ensure()
-    assert ids[0] in dict(read.lexical(being_id, "note1", 10, ["active"]))
-    assert ids[1] in dict(read.lexical(being_id, "note1", 10, ["dead"]))
+    assert ids[0] in dict(search.lexical(being_id, "note1", 10, ["active"]))
+    assert ids[1] in dict(search.lexical(being_id, "note1", 10, ["dead"]))
     # Status changes alone leave every being's index as it was.
-    live = {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES}
+    live = {t: search.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES}
     kill(engram, being_id, ids[10:40])
-    assert {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
+    assert {t: search.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
     tables = fulltext_tables(engram)
     assert len(tables) == 2 and all("_fts_" in t for t in tables)
     # A rebuild indexes the same rows per being, and the old generation's tables go with it.
     engram.views.rebuild("memory")
-    assert {t: read.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
+    assert {t: search.lexical(being_id, t, 100, ["active", "dying", "dead"]) for t in QUERIES} == live
     rebuilt = fulltext_tables(engram)
     assert len(rebuilt) == 2 and not rebuilt & tables
-    assert read.lexical(other_id, "note1", 5) and not read.lexical(uuid4(), "note1", 5)
+    assert search.lexical(other_id, "note1", 5) and not search.lexical(uuid4(), "note1", 5)
 
 
 def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) -> None:
     being_id, _ = populate(engram, "Aria", 50, seed=3)
-    read = engram.views.read
+    search = engram.views.search
     db = engram.views.dbs["memory"]
     for text in [*QUERIES, "Mina Lena Tom Priya Jonas Zoe me", "Minas and Jonas's", "the and of"]:
         want = set()
@@ -310,11 +315,11 @@ def test_actor_terms_in_one_statement_match_a_lookup_per_word(engram: Engram) ->
                 )
                 if hit is not None:
                     want.add(word)
-        assert read.actor_terms(being_id, text) == want
+        assert search.actor_terms(being_id, text) == want
     # More words than SQLite allows in one compound SELECT.
     many = " ".join(f"word{i}" for i in range(600)) + " Mina"
-    assert read.actor_terms(being_id, many) == {"mina"}
-    assert not STOPWORDS & read.actor_terms(being_id, "me and the others")
+    assert search.actor_terms(being_id, many) == {"mina"}
+    assert not STOPWORDS & search.actor_terms(being_id, "me and the others")
 
 
 def test_query_reads_only_the_memory_views_and_ranks_as_before(engram: Engram) -> None:

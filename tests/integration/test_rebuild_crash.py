@@ -37,9 +37,9 @@ def test_sigkill_mid_rebuild_keeps_the_serving_generation_and_the_next_rebuild_c
         status = engine.status(db, projection)
         assert status.generation == 1 and status.position == head
         assert 2 in status.building and 0 < status.building[2] < head, status.building
-        read = e.views.read
+        read, search = e.views.read, e.views.search
         assert len(read.nodes(being.id)) == NODES
-        assert len(read.lexical(being.id, "cat", 5)) == 5  # the full-text index still serves
+        assert len(search.lexical(being.id, "cat", 5)) == 5  # the full-text index still serves
 
         assert e.views.rebuild("memory") == 3
         status = engine.status(db, projection)
@@ -47,6 +47,6 @@ def test_sigkill_mid_rebuild_keeps_the_serving_generation_and_the_next_rebuild_c
         root = read.cluster(being.id, business.id)
         assert root is not None and (root["total_count"], root["active_count"]) == (NODES, NODES)
         assert len(read.nodes(being.id)) == NODES
-        assert len(read.lexical(being.id, "cat", 5)) == 5  # built after the bulk load
+        assert len(search.lexical(being.id, "cat", 5)) == 5  # built after the bulk load
     finally:
         e.close()

@@ -28,6 +28,7 @@ from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.reading import Reading
+from engram.services.views import ViewDiverged
 from tests.integration.test_reading_fast_paths import populate
 from tests.support import SeededIds, SteppingClock
 
@@ -130,7 +131,7 @@ def _note(e: Engram, text: str) -> None:
 
 
 def _knowledge(e: Engram) -> list[str]:
-    e.views.ensure()
+    e.views.ensure(names=["notes"])
     being_id = resolve_being_id(e.store, "Aria")
     return sorted(n["text"] for n in e.views.read.notes(being_id, kinds=["knowledge"]))
 
@@ -165,6 +166,10 @@ def test_a_view_ahead_of_the_log_is_rebuilt(tmp_path: Path, lost: int, written: 
     try:
         for i in range(written):
             _note(e, f"after {i}")
+        # A read says so and never rebuilds (ADR 0032); the worker or an admin command does.
+        with pytest.raises(ViewDiverged, match="projections rebuild"):
+            e.views.ensure()
+        e.views.catch_up_or_rebuild()  # `engram worker --once`
         assert _knowledge(e) == sorted(
             [*(f"kept {i}" for i in range(4)), *(f"after {i}" for i in range(written))]
         )
@@ -215,11 +220,13 @@ def test_a_reader_leaves_a_diverged_view_to_the_process_already_rebuilding_it(tm
         elsewhere = e.views.lock("notes", "rebuild")  # as another process's rebuild holds it
         assert elsewhere.try_acquire()
         try:
-            e.views.ensure(names=["notes"])  # no Conflict: the old generation serves meanwhile
+            with pytest.raises(ViewDiverged):  # a read never rebuilds (ADR 0032), nor conflicts
+                e.views.ensure(names=["notes"])
             assert engine.status(e.views.dbs["notes"], e.views.projections["notes"]).generation == 1
         finally:
             elsewhere.release()
-        assert _knowledge(e) == ["one", "two"]  # the next read rebuilds it
+        e.views.catch_up_or_rebuild(["notes"])  # what the worker does once the other rebuild is gone
+        assert _knowledge(e) == ["one", "two"]
         assert engine.status(e.views.dbs["notes"], e.views.projections["notes"]).generation > 1
     finally:
         e.close()
@@ -228,7 +235,7 @@ def test_a_reader_leaves_a_diverged_view_to_the_process_already_rebuilding_it(tm
 def test_a_shared_read_gives_the_keys_the_log_gives(tmp_path: Path) -> None:
     """Views caught up together read the events once (`SharedRead`); the keys of their positions come
     from those events where they can, and are the log's."""
-    from engram.services.views import SharedRead
+    from engram.projections.engine import SharedRead
 
     e = bootstrap(_settings(tmp_path), clock=SteppingClock(), ids=SeededIds())
     try:

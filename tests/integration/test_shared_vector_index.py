@@ -1,4 +1,4 @@
-"""The embedded vector index shared between processes (ADR 0025), at the level of the index: an owner
+"""The embedded vector index shared between processes (ADR 0036), at the level of the index: an owner
 in another process (`tests/contract/vector_owner_child.py`) that closes, dies or stops.
 
 Engram's processes on one data directory (serve, worker, mcp, the CLI) are in
@@ -23,6 +23,7 @@ import pytest
 from engram.adapters.vectors import EdgeVectorIndex, SharedEdgeVectorIndex
 from engram.adapters.vectors.owner_link import TIMEOUT_S
 from engram.projections.vector_index import VectorIndexBusy, VectorPoint
+from engram.services.errors import StorageFull
 from tests.contract.conftest import owner_process
 from tests.integration.http_support import wait_until
 
@@ -231,8 +232,6 @@ def test_large_upserts_travel_in_bounded_messages_and_keep_the_batch_rules(
 def test_a_drop_waits_for_the_searches_of_other_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dropped_by: str
 ) -> None:
-    from engram.projections.vectors import DRAIN_TIMEOUT_S, _searches
-
     (owner, reader, other), batch = three_processes(tmp_path / "vectors")
     searching, release = threading.Event(), threading.Event()
     search = EdgeVectorIndex.search
@@ -248,7 +247,6 @@ def test_a_drop_waits_for_the_searches_of_other_processes(
         if dropped_by == "another-process":
             other.drop_collection("c")
         else:  # what the vectors projection does when a rebuild switched (projections/vectors.py)
-            _searches(owner).drain(DRAIN_TIMEOUT_S)
             owner.drop_collection("c")
 
     monkeypatch.setattr(EdgeVectorIndex, "search", slow_search)
@@ -350,3 +348,21 @@ def test_a_long_call_holds_up_only_its_caller_and_outlives_the_silence_checks(
         searched.set()
         for index in (reader, builder, owner):
             index.close()
+
+
+def test_a_full_disk_in_the_owner_reaches_the_caller_as_storage_full_naming_the_path(tmp_path: Path) -> None:
+    root = tmp_path / "vectors"
+    # The owner keeps more free space than any disk has: it refuses every write (ADR 0030).
+    owner = SharedEdgeVectorIndex(root, disk_reserve_bytes=1 << 62)
+    client = SharedEdgeVectorIndex(root)
+    try:
+        assert not owner.collection_exists("c") and owner.owns
+        with pytest.raises(StorageFull) as caught:
+            client.ensure_collection("c", DIM)
+        assert not client.owns
+        assert caught.value.path == str(root) and caught.value.code == "storage_full"
+        assert str(caught.value).count("no space left") == 1
+        assert not client.collection_exists("c")  # nothing half-written
+    finally:
+        client.close()
+        owner.close()

@@ -17,8 +17,8 @@ from engram.domain.embedding import Embedding
 from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
 from engram.domain.scene import validate_scene_object
 from engram.projections import engine
+from engram.projections.engine.rows import RowCache
 from engram.projections.memory import NODES
-from engram.projections.tables import RowCache
 from engram.projections.vectors import centroids_alias, nodes_alias
 from engram.services.bootstrap import Engram
 from engram.services.errors import NotFound
@@ -256,7 +256,7 @@ def test_a_batch_writes_its_equal_payloads_at_once_and_a_replay_cannot_move_them
     def crash(self: VectorsView, batch: engine.Batch, *args: Any) -> None:
         raise RuntimeError("killed after the index write, before the view's commit")
 
-    monkeypatch.setattr(VectorsView, "_write_changed_rows", crash)
+    monkeypatch.setattr(VectorsView, "after_flush", crash)
     with pytest.raises(RuntimeError, match="killed"):
         engram.views.ensure()
     assert [(m, k, sorted(ids)) for m, k, ids in spy.take()] == [
@@ -289,16 +289,17 @@ def test_a_batch_writes_its_equal_payloads_at_once_and_a_replay_cannot_move_them
 
 
 class SqlSpy:
-    """Records the statements the memory view's `before_commit` runs with `executemany`."""
+    """Records the statements the memory view's node rows are updated with (`RowCache.write_narrow`)."""
 
     def __init__(self, engram: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
         self.statements: list[str] = []
-        view = engram.views.projections["memory"]
-        inner = type(view).before_commit
+        inner = RowCache.write_narrow
+        spy = self
 
-        def recording(batch: Any) -> None:
-            conn = batch.conn
-            spy = self
+        def recording(cache: RowCache, conn: Any) -> None:
+            if cache.spec is not NODES:
+                inner(cache, conn)
+                return
 
             class Recording:
                 def __getattr__(self, name: str) -> Any:
@@ -308,13 +309,9 @@ class SqlSpy:
                     spy.statements.append(sql)
                     conn.executemany(sql, rows)
 
-            batch.conn = Recording()
-            try:
-                inner(view, batch)
-            finally:
-                batch.conn = conn
+            inner(cache, Recording())  # type: ignore[arg-type]
 
-        monkeypatch.setattr(view, "before_commit", recording)
+        monkeypatch.setattr(RowCache, "write_narrow", recording)
 
     def updated_columns(self) -> list[list[str]]:
         """The columns each node UPDATE set, in order; then forgets them."""

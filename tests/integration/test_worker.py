@@ -40,7 +40,7 @@ from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.views import Views
-from engram.services.worker import Worker, postgres_listener
+from engram.services.worker import Worker
 
 MODEL = "m"
 DIM = 16
@@ -294,7 +294,7 @@ def test_failing_projection_is_retried_with_backoff_records_its_error_and_recove
         engram.notes.take("Aria", NoteInput(kind="todo", text=f"todo {i}"))
     head = engram.store.head()
     flaky = Flaky(failures=3)
-    views = Views(engram.settings, engram.store, extra=[flaky])
+    views = engram.open_views(extra=[flaky])
     try:
         worker = Worker(views, names=["flaky", "notes"], poll_interval=0.05)
         with capture_logs() as logs, _running(worker):
@@ -429,9 +429,9 @@ def test_worker_wakes_on_a_new_event_within_a_bound(engram: Engram) -> None:
     _register(engram)
     views = engram.views
     views.ensure()
-    if views._conninfo is not None:
+    listen = engram.listener()
+    if listen is not None:
         # PostgreSQL: only NOTIFY can wake the worker this fast; the poll and the safety pull are slower.
-        listen = postgres_listener(views._conninfo, engram.store.app.recorder.channel_name)
         worker = Worker(views, names=["notes"], poll_interval=30.0, listen=listen)
     else:
         worker = Worker(views, names=["notes"], poll_interval=engram.settings.worker_poll_interval_s)
@@ -445,9 +445,9 @@ def test_safety_pull_catches_up_when_notifications_are_lost(engram: Engram) -> N
     _register(engram)
     views = engram.views
     views.ensure()
-    if views._conninfo is not None:
+    listen = engram.listener("engram_lost_notifications")
+    if listen is not None:
         # LISTEN on a channel nobody notifies: every notification is lost; the poll is too slow to help.
-        listen = postgres_listener(views._conninfo, "engram_lost_notifications")
         worker = Worker(views, names=["notes"], poll_interval=60.0, listen=listen)
         bound = worker_module.SAFETY_PULL_S + 1.0
     else:

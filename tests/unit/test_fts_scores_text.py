@@ -8,7 +8,7 @@ import sqlite3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engram.projections.queries import _BM25_TEXT
+from engram.adapters.fulltext.fts5_ranking import _BM25_TEXT
 
 # bm25 sums a handful of terms of log-scaled frequencies: far inside this range.
 scores = st.floats(min_value=-1e12, max_value=1e12, allow_nan=False, allow_infinity=False)

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from engram.projections.overlap import Overlap
+from engram.projections.fulltext.overlap import Overlap
 
 
 def test_jobs_run_in_order_on_a_worker_while_the_caller_works() -> None:

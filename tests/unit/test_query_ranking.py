@@ -13,15 +13,13 @@ from hypothesis import strategies as st
 
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.query_text import (
-    date_closeness,
     first_date,
     is_question,
     node_dates,
     query_dates,
     strip_words,
 )
-from engram.services.ranking import PROFILES
-from engram.services.reading import best_of, combine, spread_to_neighbours
+from engram.services.ranking import PROFILES, best_of, combine, date_closeness, spread_to_neighbours
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 

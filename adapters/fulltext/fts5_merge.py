@@ -16,10 +16,10 @@ memory view's catch-up waits for one step at most.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from engram.adapters.fulltext.fts5_tables import exists, fts_registry, fts_table
 from engram.projections import engine
-from engram.projections.memory import fts_registry, fts_table
+from engram.projections.fulltext.port import IndexSize
 from engram.projections.sql import ViewConnection, ViewDatabase
 
 MERGE_PAGES = 200
@@ -30,32 +30,20 @@ MAX_STEPS = 10_000
 that fills up), so the loop ends on a count, not only when a step finds nothing to do."""
 
 
-@dataclass(frozen=True)
-class FullTextIndex:
-    """One being's full-text table in the active generation, and how many rows it indexes."""
-
-    being_id: str
-    table: str
-    rows: int
-
-
-def being_indexes(db: ViewDatabase, projection: engine.Projection) -> list[FullTextIndex]:
-    """The beings' full-text tables of the memory view (none on PostgreSQL, whose GIN index
-    maintains itself), in being order."""
-    if db.dialect != "sqlite":
-        return []
+def being_indexes(db: ViewDatabase, projection: engine.Projection) -> list[IndexSize]:
+    """The beings' full-text tables of the memory view's active generation, in being order."""
     with db.read() as conn:
         nodes = engine.read_tables(conn, db, projection)["nodes"]
-        if not _exists(conn, fts_registry(nodes)):
+        if not exists(conn, fts_registry(nodes)):
             return []  # a rebuild's generation before its bulk load is indexed
         beings = [str(r["being_id"]) for r in conn.query(f"SELECT being_id FROM {fts_registry(nodes)}")]
         out = []
         for being_id in sorted(beings):
             table = fts_table(nodes, being_id)
-            if _exists(conn, table):
+            if exists(conn, table):
                 # FTS5 keeps one `_docsize` row per indexed row: counting them reads no text.
                 row = conn.query_one(f"SELECT count(*) AS n FROM {table}_docsize")
-                out.append(FullTextIndex(being_id, table, int(row["n"]) if row else 0))
+                out.append(IndexSize(being_id, table, int(row["n"]) if row else 0))
         return out
 
 
@@ -79,7 +67,7 @@ def merge(
 def _merge_step(db: ViewDatabase, projection: engine.Projection, being_id: str, *, start: bool) -> bool:
     with db.write() as conn:
         table = fts_table(engine.read_tables(conn, db, projection)["nodes"], being_id)
-        if not _exists(conn, table):
+        if not exists(conn, table):
             return False
         before = _total_changes(conn)
         pages = -MERGE_PAGES if start else MERGE_PAGES
@@ -91,8 +79,3 @@ def _merge_step(db: ViewDatabase, projection: engine.Projection, being_id: str, 
 def _total_changes(conn: ViewConnection) -> int:
     row = conn.query_one("SELECT total_changes() AS n")
     return int(row["n"]) if row else 0
-
-
-def _exists(conn: ViewConnection, table: str) -> bool:
-    found = conn.query_one("SELECT 1 AS hit FROM sqlite_master WHERE type = 'table' AND name = ?", [table])
-    return found is not None
