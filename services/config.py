@@ -23,7 +23,12 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.domain.errors import InvalidInput
-from engram.services.llm_answers import DEFAULT_MAX_ANSWER_KIB
+
+DEFAULT_MAX_ANSWER_KIB = 64
+"""`ENGRAM_LLM_MAX_ANSWER_KIB`: 4,096 output tokens are at most ~24 KiB even in scripts of 6 bytes a token.
+Here, not beside the cap in `llm_answers.py`: the configuration imports nothing of the services'
+ports, so an adapter that reads it (the embedders' errors) loads no event store (`bench memory`'s mem0
+side runs them without one)."""
 
 POSTGRES_SCHEMES = ("postgres", "postgresql", "postgresql+psycopg")
 

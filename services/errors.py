@@ -7,6 +7,10 @@ from typing import Any
 from engram.domain.errors import DomainError
 
 
+class EmbedderError(Exception):
+    """The embedder could not produce vectors (network, quota, bad model): the `Embedder` port's error."""
+
+
 class ServiceError(DomainError):
     code = "service_error"
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from engram.services.config import DEFAULT_MAX_ANSWER_KIB
 from engram.services.ports import LLMAnswerTooLarge
 
-DEFAULT_MAX_ANSWER_KIB = 64
-"""`ENGRAM_LLM_MAX_ANSWER_KIB`: 4,096 output tokens are at most ~24 KiB even in scripts of 6 bytes a token."""
+__all__ = ["DEFAULT_MAX_ANSWER_KIB", "capped", "refuse_over_cap"]
 KEPT_OF_A_CUT_ANSWER = 1024
 """How much of an answer over the cap is kept for the record."""
 FIRST_BYTES = 256

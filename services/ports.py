@@ -15,16 +15,19 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Notification, Recording, StoredEvent
 from pydantic import BaseModel
 
 from engram.domain.embedding import Embedding
 from engram.projections.engine.source import EventSource
 from engram.projections.sql import ViewDatabase
+from engram.services.errors import EmbedderError as EmbedderError  # the Embedder port's error
 
 if TYPE_CHECKING:
+    # Annotations only: an adapter that needs only a port's error (the embedders') loads no event store.
+    from eventsourcing.application import Application
+    from eventsourcing.domain import Aggregate
+    from eventsourcing.persistence import Notification, Recording, StoredEvent
+
     from engram.services.config import Settings
     from engram.services.patrol.run import PatrolReport
     from engram.services.runner import CommandRunner
@@ -59,10 +62,6 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> list[Embedding]:
         """One vector per text, in order. Implementations batch internally."""
         ...
-
-
-class EmbedderError(Exception):
-    """The embedder could not produce vectors (network, quota, bad model)."""
 
 
 ModelClass = Literal["fast", "reasoning"]

@@ -16,10 +16,10 @@ from engram.adapters.embedders._errors import EmbedderConfigError
 from engram.adapters.embedders.hashing import HashingEmbedder
 from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
 from engram.services.config import Settings
-from engram.services.ports import Embedder
 
 if TYPE_CHECKING:
     from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+    from engram.services.ports import Embedder  # annotations only: the adapters load no event store
 
 __all__ = [
     "EmbedderConfigError",

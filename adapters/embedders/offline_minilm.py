@@ -25,7 +25,7 @@ import structlog
 from engram.adapters.embedders._errors import EmbedderConfigError
 from engram.adapters.embedders._vectors import rows_to_embeddings
 from engram.domain.embedding import Embedding
-from engram.services.ports import EmbedderError
+from engram.services.errors import EmbedderError
 
 if TYPE_CHECKING:
     import onnxruntime as ort

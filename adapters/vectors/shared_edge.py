@@ -76,6 +76,7 @@ _PORT_METHODS = frozenset(
         "ensure_collection",
         "drop_collection",
         "collection_exists",
+        "list_collections",
         "upsert",
         "set_payloads",
         "patch_payloads",
@@ -160,6 +161,9 @@ class SharedEdgeVectorIndex(EdgeVectorIndex):
 
     def collection_exists(self, name: str) -> bool:
         return self._route(EdgeVectorIndex.collection_exists, name)
+
+    def list_collections(self) -> list[str]:
+        return self._route(EdgeVectorIndex.list_collections)
 
     def upsert(self, collection: str, points: Sequence[VectorPoint]) -> None:
         self._route(EdgeVectorIndex.upsert, collection, points)
