@@ -1,8 +1,9 @@
 """The `VectorIndex` port: vector collections for nodes and cluster centroids.
 
-Adapters: Qdrant Edge (embedded default, `adapters/vectors/edge.py`) and
+Adapters: Qdrant Edge (`adapters/vectors/edge.py`), shared by the processes of a data directory
+through the one that owns it (the embedded default, `adapters/vectors/shared_edge.py`, ADR 0036), and
 `qdrant-client` (a Qdrant server by URL, or its local mode for tests,
-`adapters/vectors/qdrant_server.py`). Both pass `tests/contract/test_vector_index.py`.
+`adapters/vectors/qdrant_server.py`). All pass `tests/contract/test_vector_index.py`.
 
 Rules every adapter keeps:
 - every search is scoped to one being: `being_id` is a required argument, there is no

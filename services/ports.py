@@ -4,7 +4,7 @@ Adapters in `adapters/` implement the first kind; the composition root (`service
 them from configuration and wires the application object (`Engram`), which the services reach
 through the second kind (`Reads`, `Patrols`, …). Nothing here performs I/O itself. The projections
 own the ports they consume (`projections/sql.py`, `projections/vector_index.py`,
-`projections/engine/source.py`).
+`projections/fulltext/port.py`, `projections/engine/source.py`).
 """
 
 from __future__ import annotations
