@@ -18,7 +18,7 @@ from tests.support import ROOT
 def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     source = tmp_path / "src"  # a copy: building writes build/ and *.egg-info beside the sources
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("engram", "domain", "services", "projections", "adapters"):
+    for part in ("engram", "domain", "services", "projections", "adapters", "bench"):
         shutil.copytree(ROOT / part, source / part, symlinks=True, ignore=ignore)
     for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / part, source / part)
@@ -48,7 +48,9 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     # What the package reads at run time ships with it; the benchmarks and tests do not.
     assert "engram/adapters/embedders/assets/tokenizer.json" in names
     assert "engram/py.typed" in names
-    assert not any(name.startswith(("engram/tests/", "engram/bench/")) for name in names)
+    assert not any(
+        name.startswith(("engram/tests/", "engram/bench/", "engram/adapters/bench/")) for name in names
+    )
     # The licence the README names, in full, in the wheel's metadata (PEP 639: dist-info/licenses/).
     dist_info = wheel.name.split("-py3")[0] + ".dist-info"
     shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode("utf-8")
