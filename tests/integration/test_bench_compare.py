@@ -17,7 +17,8 @@ import pytest
 from click.testing import CliRunner
 
 from bench.compare import figures, merge
-from engram.adapters.cli.bench_cmds import NOT_IN_A_CHECKOUT, load_bench
+from engram.adapters.cli import bench_cmds
+from engram.adapters.cli.bench_cmds import NOT_IN_A_CHECKOUT, load_bench, repository_root
 from engram.adapters.cli.main import cli
 from tests.support import ROOT
 
@@ -161,13 +162,19 @@ def test_figures_name_list_entries_by_their_words_or_count() -> None:
 
 
 def test_without_a_checkout_engram_bench_says_where_the_benchmarks_are(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(click.exceptions.Exit) as stopped:
         load_bench(tmp_path)  # an installed package: no bench/ beside it
     assert stopped.value.exit_code == 2
     assert capsys.readouterr().err.strip() == NOT_IN_A_CHECKOUT
     assert load_bench(ROOT).__file__ == str(ROOT / "bench" / "__init__.py")
+    assert repository_root() == ROOT
+
+    monkeypatch.setattr(bench_cmds, "repository_root", lambda: tmp_path)
+    outcome = CliRunner().invoke(cli, ["bench", "recall", "--", "--sizes", "300"])
+    assert outcome.exit_code == 2
+    assert outcome.stderr.strip() == NOT_IN_A_CHECKOUT
 
 
 def test_python_m_bench_runs_the_bench_commands_from_the_root() -> None:
