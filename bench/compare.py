@@ -5,7 +5,7 @@ own folder and virtualenv, so the old side may be any commit whose `engram bench
 (also one from before `bench/` left the package, or before this command existed). The sides
 alternate, old then new, `rounds` times, so that a phase of the machine falls on both. Every
 number of a result is a figure, named by its path in the JSON; the table shows the median over the
-rounds of each side and the ratio new/old.
+rounds of each side and the ratio new/old, and leaves out whole numbers the same in every run.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ class Row:
     figure: str
     old: float | None
     new: float | None
+    # A whole number the same in every run of both sides (a size, a count of calls): a setting or a
+    # count, not a measurement, so the table leaves it out (the JSON keeps it).
+    steady: bool = False
 
     @property
     def ratio(self) -> float | None:
@@ -115,8 +118,12 @@ def merge(old: Sequence[Figures], new: Sequence[Figures]) -> list[Row]:
         values = [run[name] for run in runs if name in run]
         return statistics.median(values) if values else None
 
+    def steady(name: str) -> bool:
+        values = {run.get(name) for run in (*old, *new)}
+        return len(values) == 1 and all(v is not None and v.is_integer() for v in values)
+
     names = list(dict.fromkeys(name for run in (*old, *new) for name in run))
-    return [Row(name, median(old, name), median(new, name)) for name in names]
+    return [Row(name, median(old, name), median(new, name), steady(name)) for name in names]
 
 
 def compare(
@@ -147,6 +154,8 @@ def render(rows: Sequence[Row], rounds: int) -> str:
     header = f"figure (median of {rounds} run{'s' if rounds != 1 else ''} each)"
     table = [(header, "old", "new", "new/old")]
     for row in rows:
+        if row.steady:
+            continue
         ratio = row.ratio
         table.append(
             (row.figure, _number(row.old), _number(row.new), "—" if ratio is None else f"{ratio:.2f}")
@@ -156,11 +165,19 @@ def render(rows: Sequence[Row], rounds: int) -> str:
         "  ".join([r[0].ljust(widths[0]), *(r[i].rjust(widths[i]) for i in (1, 2, 3))]).rstrip()
         for r in table
     ]
+    left_out = sum(row.steady for row in rows)
+    if left_out:
+        lines.append(
+            f"({left_out} whole numbers the same in every run left out: sizes and counts; see --json)"
+        )
     return "\n".join(lines) + "\n"
 
 
 def as_json(rows: Sequence[Row], rounds: int) -> dict[str, Any]:
     return {
         "rounds": rounds,
-        "figures": [{"figure": r.figure, "old": r.old, "new": r.new, "ratio": r.ratio} for r in rows],
+        "figures": [
+            {"figure": r.figure, "old": r.old, "new": r.new, "ratio": r.ratio, "steady": r.steady}
+            for r in rows
+        ],
     }

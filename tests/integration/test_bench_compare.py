@@ -73,7 +73,9 @@ def calls(root: Path) -> list[dict[str, object]]:
 
 
 def test_compare_alternates_the_checkouts_and_prints_medians_and_ratios(tmp_path: Path) -> None:
-    old = checkout(tmp_path, "old", [recall_result(p, 20.0, 3) for p in (10.0, 30.0, 12.0)])
+    old = checkout(
+        tmp_path, "old", [recall_result(p, 20.0, h) for p, h in ((10.0, 3), (30.0, 4), (12.0, 3.5))]
+    )
     new = checkout(tmp_path, "new", [recall_result(p, 10.0, 3) for p in (5.0, 6.0, 40.0)])
     args = ["bench", "compare", "--old", str(old), "--new", str(new), "recall", "--", "--sizes", "300"]
     outcome = CliRunner().invoke(cli, args, catch_exceptions=False)
@@ -96,7 +98,11 @@ def test_compare_alternates_the_checkouts_and_prints_medians_and_ratios(tmp_path
         "10",
         "0.50",
     ]
-    assert lines["reports[size=300].hits_per_recall"][-3:] == ["3", "3", "1.00"]
+    assert lines["reports[size=300].hits_per_recall"][-3:] == ["3.5", "3", "0.86"]
+    # The sizes and counts, the same in every run, are left out of the table.
+    assert "reports[size=300].size" not in lines
+    assert "reports[size=300].rows[exact / recall, vector given].size" not in lines
+    assert outcome.stdout.splitlines()[-1].startswith("(3 whole numbers the same in every run left out")
     # What describes the run (machine, samples) is not a figure.
     assert not any(name.startswith("machine") or ".runs" in name for name in lines)
 
@@ -112,9 +118,9 @@ def test_compare_as_json_keeps_a_figure_only_one_side_reports(tmp_path: Path) ->
     result = json.loads(outcome.stdout)
     assert result["rounds"] == 1
     assert result["figures"] == [
-        {"figure": "single_notes_per_s", "old": 100.0, "new": 150.0, "ratio": 1.5},
-        {"figure": "ratio", "old": 4.0, "new": 6.0, "ratio": 1.5},
-        {"figure": "batched_notes_per_s", "old": None, "new": 900.0, "ratio": None},
+        {"figure": "single_notes_per_s", "old": 100.0, "new": 150.0, "ratio": 1.5, "steady": False},
+        {"figure": "ratio", "old": 4.0, "new": 6.0, "ratio": 1.5, "steady": False},
+        {"figure": "batched_notes_per_s", "old": None, "new": 900.0, "ratio": None, "steady": False},
     ]
 
 
