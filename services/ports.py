@@ -15,16 +15,18 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 from uuid import UUID
 
-from eventsourcing.application import Application
-from eventsourcing.domain import Aggregate
-from eventsourcing.persistence import Notification, Recording, StoredEvent
 from pydantic import BaseModel
 
 from engram.domain.embedding import Embedding
 from engram.projections.engine.source import EventSource
 from engram.projections.sql import ViewDatabase
 
+# The ports name eventsourcing's types only: the mem0 side of `engram bench memory` runs without it.
 if TYPE_CHECKING:
+    from eventsourcing.application import Application
+    from eventsourcing.domain import Aggregate
+    from eventsourcing.persistence import Notification, Recording, StoredEvent
+
     from engram.services.config import Settings
     from engram.services.patrol.run import PatrolReport
     from engram.services.runner import CommandRunner

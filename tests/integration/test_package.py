@@ -78,6 +78,21 @@ def test_importing_engram_loads_no_layer() -> None:
     assert out[1] == "engram.services.api NoteInput DomainError"
 
 
+def test_the_settings_and_the_embedder_import_without_the_event_store_library() -> None:
+    """The mem0 side of `engram bench memory` embeds with Engram's MiniLM adapter in mem0's own
+    virtualenv, which has no eventsourcing."""
+    code = (
+        "import sys\n"
+        "sys.modules['eventsourcing'] = None  # importing it raises ImportError\n"
+        "from engram.adapters.embedders.offline_minilm import MiniLMEmbedder\n"
+        "from engram.services.config import Settings\n"
+        "print(MiniLMEmbedder.__name__, Settings.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MiniLMEmbedder", "Settings"]
+
+
 def test_the_readme_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
