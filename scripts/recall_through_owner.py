@@ -2,7 +2,9 @@
 """`recall` latency in the process that owns the embedded vector index against a process that reaches
 it through its owner (ADR 0036), at 10k nodes per being by default. A measurement, not a test.
 
-    python scripts/recall_through_owner.py [--nodes 10000] [--queries 200] [--embedder hashing|offline]
+    PYTHONPATH=. python scripts/recall_through_owner.py [--nodes 10000] [--queries 200] [--embedder hashing|offline]
+
+(from the repository root: the data is built by the benchmarks' `bench/` package, not installed).
 
 Builds a data directory as `engram bench recall` does (being-0 holds N nodes with near-duplicate
 vectors of generated sentences), then times, in fresh processes:
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.adapters.bench.recall_bench import build_being, corpus, embed_all
+from bench.recall_bench import build_being, corpus, embed_all
 from engram.adapters.logging import configure_logging
 from engram.adapters.vectors import SharedEdgeVectorIndex, hold_vector_index
 from engram.domain.ids import being_id_for_name

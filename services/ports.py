@@ -22,8 +22,9 @@ from engram.projections.engine.source import EventSource
 from engram.projections.sql import ViewDatabase
 from engram.services.errors import EmbedderError as EmbedderError  # the Embedder port's error
 
+# The ports name eventsourcing's types in annotations only: an adapter that needs only a port's error
+# (the embedders') loads no event store, and the mem0 side of `engram bench memory` runs without one.
 if TYPE_CHECKING:
-    # Annotations only: an adapter that needs only a port's error (the embedders') loads no event store.
     from eventsourcing.application import Application
     from eventsourcing.domain import Aggregate
     from eventsourcing.persistence import Notification, Recording, StoredEvent

@@ -112,17 +112,18 @@ class Reading:
         self.e = engram
         self.rng = rng or random.Random()
 
-    # -- helpers -------------------------------------------------------------------------------
+    # -- the tools' building blocks (public: `engram bench recall` times them one by one) --------
 
-    def _being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
+    def being(self, ref: str, views: Sequence[str] | None = None) -> UUID:
         """The being's id, once the views it reads (`views`, default all) include the latest writes."""
         being_id = resolve_being_id(self.e.store, ref)
         self.e.views.ensure(names=views, being=being_id)
         return being_id
 
-    def _reactivate(
+    def reactivate(
         self, being_id: UUID, rows: Sequence[dict[str, Any]], source: ReactivationSource
     ) -> int | None:
+        """Reactivate the nodes of `rows` (view rows with an `id`) as `source` did; the log position."""
         if not rows:
             return None
 
@@ -166,7 +167,7 @@ class Reading:
         `vector`: the text's embedding by the configured embedder, when the caller already has it.
         """
         text = self._check_text(text)
-        being_id = self._being(being_ref, MEMORY_VIEWS)
+        being_id = self.being(being_ref, MEMORY_VIEWS)
         model = self.e.embedder.model_id
         if vector is None:
             model, vector = self._vector(text)
@@ -176,16 +177,16 @@ class Reading:
         )
         rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
         nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
-        position = self._reactivate(being_id, [rows[n.id] for n in nodes], ReactivationSource.RECALL)
+        position = self.reactivate(being_id, [rows[n.id] for n in nodes], ReactivationSource.RECALL)
         return Recalled(text=fragments(nodes, self.rng), nodes=nodes, position=position)
 
     def recall_memory(self, being_ref: str, cluster_id: UUID) -> Found:
         """A cluster's nodes; active +1, dead +2."""
-        being_id = self._being(being_ref)
+        being_id = self.being(being_ref)
         if self.e.views.read.cluster(being_id, cluster_id) is None:
             raise NotFound(f"cluster {cluster_id} not found")
         rows = self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
-        position = self._reactivate(being_id, rows, ReactivationSource.RECALL_MEMORY)
+        position = self.reactivate(being_id, rows, ReactivationSource.RECALL_MEMORY)
         return Found(nodes=[NodeView.of(r) for r in rows], position=position)
 
     def search_memory(
@@ -203,9 +204,9 @@ class Reading:
             check_text("a search term", word)
         if not 1 <= limit <= MAX_QUERY_K:
             raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
-        being_id = self._being(being_ref)
+        being_id = self.being(being_ref)
         rows = self.e.views.search.keywords(being_id, words, mode, limit)
-        position = self._reactivate(being_id, rows, ReactivationSource.SEARCH_MEMORY)
+        position = self.reactivate(being_id, rows, ReactivationSource.SEARCH_MEMORY)
         return Found(nodes=[NodeView.of(r) for r in rows], position=position)
 
     def query(
@@ -225,7 +226,7 @@ class Reading:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
         text = self._check_text(text)
-        being_id = self._being(being_ref, MEMORY_VIEWS)
+        being_id = self.being(being_ref, MEMORY_VIEWS)
         search = self.e.views.search
         read = search.read
         statuses = ["active", "dying", *(["dead"] if include_dead else [])]
@@ -261,7 +262,7 @@ class Reading:
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         position = (
-            self._reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
+            self.reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
             if reactivate
             else None
         )
@@ -270,7 +271,7 @@ class Reading:
     # -- context -------------------------------------------------------------------------------
 
     def context(self, being_ref: str) -> ContextView:
-        being_id = self._being(being_ref)
+        being_id = self.being(being_ref)
         read = self.e.views.read
         being = read.being(being_id)
         assert being is not None

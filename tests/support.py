@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engram.adapters.bench.scratch import scratch_schema
+from bench.scratch import scratch_schema
 
 
 class SteppingClock:

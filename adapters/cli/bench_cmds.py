@@ -1,24 +1,62 @@
-"""`engram bench locomo PATH`: retrieval quality on a file in LoCoMo's format (adapters/bench)."""
+"""`engram bench …`: the benchmarks of the repository's `bench/` package, when Engram runs from a checkout.
+
+The wheel does not ship them (ADR 0037). An editable install (`pip install -e .`) runs the `engram`
+package from the checkout, whose root, the parent of the package's folder, holds `bench/`.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import click
 
+import engram
 from engram.adapters.cli.output import emit_json
+
+NOT_IN_A_CHECKOUT = (
+    "the benchmarks live in Engram's repository (bench/), not in the installed package: "
+    "install a checkout with `pip install -e .` and run `engram bench` there, or `python -m bench NAME` from its root"
+)
+
+
+def repository_root() -> Path:
+    """Where `bench/` is when this `engram` runs from a checkout: beside the `engram` package."""
+    return Path(engram.__file__).resolve().parent.parent
+
+
+def load_bench(root: Path) -> ModuleType:
+    """The `bench` package of the checkout at `root`, imported under its own name; exit 2 if none."""
+    init = root / "bench" / "__init__.py"
+    if not init.is_file():
+        click.echo(NOT_IN_A_CHECKOUT, err=True)
+        raise click.exceptions.Exit(2)
+    if "bench" in sys.modules:  # `python -m bench`, or tests run from the root
+        return sys.modules["bench"]
+    spec = importlib.util.spec_from_file_location(
+        "bench", init, submodule_search_locations=[str(init.parent)]
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @cli.group()
     def bench() -> None:
-        """Benchmarks that print figures (see docs/benchmarks.md)."""
+        """Benchmarks that print figures (see docs/benchmarks.md); from a checkout of the repository."""
+        load_bench(repository_root())
 
     def _passthrough(name: str, module: str, summary: str) -> None:
-        """`engram bench NAME [ARGS…]`: runs adapters.bench.MODULE's own argument parser and report."""
+        """`engram bench NAME [ARGS…]`: runs bench.MODULE's own argument parser and report."""
 
         @bench.command(
             name,
@@ -28,9 +66,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         @click.argument("args", nargs=-1, type=click.UNPROCESSED)
         def run(args: tuple[str, ...]) -> None:
             import importlib
-            import sys
 
-            target = importlib.import_module(f"engram.adapters.bench.{module}")
+            target = importlib.import_module(f"bench.{module}")
             saved = sys.argv
             sys.argv = [f"engram bench {name}", *args]
             try:
@@ -94,8 +131,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         page: Path | None,
     ) -> None:
         """Every benchmark in turn, each in its own process; results as JSON files in OUT."""
-        from engram.adapters.bench.page import load_results, render_page
-        from engram.adapters.bench.run_all import BenchFailed, plan, run_all
+        from bench.page import load_results, render_page
+        from bench.run_all import BenchFailed, plan, run_all
 
         try:
             run_all(
@@ -110,6 +147,45 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             page.write_text(render_page(load_results(out)), encoding="utf-8")
             click.echo(f"wrote {page}", err=True)
 
+    @bench.command(
+        "compare",
+        context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+    )
+    @click.option(
+        "--old",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        required=True,
+        help="A checkout of the repository with its own .venv (the baseline).",
+    )
+    @click.option(
+        "--new",
+        type=click.Path(path_type=Path, file_okay=False, exists=True),
+        required=True,
+        help="A checkout of the repository with its own .venv (the change).",
+    )
+    @click.option("--rounds", type=click.IntRange(1), default=3, show_default=True, help="Runs per side.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the medians and ratios as JSON.")
+    @click.argument("name", metavar="BENCH")
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def compare(old: Path, new: Path, rounds: int, as_json: bool, name: str, args: tuple[str, ...]) -> None:
+        """Run benchmark BENCH (with ARGS) alternately in two checkouts, one process per run, and print
+        each figure's median per side and the ratio new/old. E.g. `engram bench compare --old ../a
+        --new . recall -- --sizes 10000`."""
+        from bench import compare as comparing
+
+        if args[:1] == ("--",):  # options stop at BENCH, so the `--` before ARGS arrives as one of them
+            args = args[1:]
+        try:
+            rows = comparing.compare(
+                old.resolve(), new.resolve(), name, args, rounds, lambda line: click.echo(line, err=True)
+            )
+        except comparing.CompareFailed as exc:
+            raise click.ClickException(str(exc)) from exc
+        if as_json:
+            emit_json(comparing.as_json(rows, rounds))
+        else:
+            click.echo(comparing.render(rows, rounds), nl=False)
+
     @bench.command("page")
     @click.argument("results", type=click.Path(path_type=Path, file_okay=False, exists=True))
     @click.option(
@@ -120,7 +196,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     def page(results: Path, out: Path | None) -> None:
         """Render docs/benchmarks.md from the result files of `engram bench all`."""
-        from engram.adapters.bench.page import load_results, render_page
+        from bench.page import load_results, render_page
 
         text = render_page(load_results(results))
         if out is None:
@@ -148,8 +224,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         as_json: bool,
     ) -> None:
         """Notes per second: one note per command, and batched."""
-        from engram.adapters.bench import ingest as ingest_bench
-        from engram.adapters.cli.output import emit_json
+        from bench import ingest as ingest_bench
 
         result = ingest_bench.run(database_url, singles, batched, batch_size, repeats)
         emit_json(result) if as_json else click.echo(ingest_bench.render(result))
@@ -207,8 +282,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        from engram.adapters.bench.report import render_locomo
-        from engram.adapters.bench.run_locomo import DEFAULT_PROFILES, LocomoOptions, run
+        from bench.report import render_locomo
+        from bench.run_locomo import DEFAULT_PROFILES, LocomoOptions, run
 
         options = LocomoOptions(
             path=path,

@@ -8,8 +8,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from eventsourcing.utils import get_topic
-
 from engram.projections.engine.rows import RowCache
 from engram.projections.sql import ViewConnection, ViewDatabase
 from engram.projections.tables import TableSpec
@@ -63,6 +61,8 @@ class Projection(ABC):
 
     @property
     def topics(self) -> list[str]:
+        from eventsourcing.utils import get_topic  # here: importing the contract needs no event store
+
         return sorted(get_topic(t) for t in self._handlers)
 
     def handles_event(self, event: Any) -> bool:

@@ -174,7 +174,8 @@ def main() -> int:
         scratch = Path(tmp)
         run({**base_env, "ENGRAM_DATA_DIR": str(scratch / "sqlite")}, "sqlite", scratch)
         if args.database_url:
-            from engram.adapters.bench.scratch import scratch_schema
+            sys.path.insert(0, str(REPO))  # bench/ is a folder of the checkout, not of the package
+            from bench.scratch import scratch_schema
 
             with scratch_schema(args.database_url, prefix="fault_") as url:
                 env = {**base_env, "ENGRAM_DATA_DIR": str(scratch / "pg"), "ENGRAM_DATABASE_URL": url}

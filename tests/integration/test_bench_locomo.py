@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engram.adapters.bench.locomo import load, normalise_evidence, parse_date
-from engram.adapters.bench.metrics import percentile, score, summarise
-from engram.adapters.bench.run_locomo import LocomoOptions, LocomoRun, run
+from bench.locomo import load, normalise_evidence, parse_date
+from bench.metrics import percentile, score, summarise
+from bench.run_locomo import LocomoOptions, LocomoRun, run
 from engram.adapters.cli.main import cli
 from engram.domain.errors import InvalidInput
 from engram.services.config import Settings

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engram.adapters.bench.page import load_results, render_page
+from bench.page import load_results, render_page
 from engram.adapters.cli.main import cli
 
 pytestmark = pytest.mark.slow

@@ -18,7 +18,7 @@ from tests.support import ROOT
 def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     source = tmp_path / "src"  # a copy: building writes build/ and *.egg-info beside the sources
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    for part in ("engram", "domain", "services", "projections", "adapters"):
+    for part in ("engram", "domain", "services", "projections", "adapters", "bench"):
         shutil.copytree(ROOT / part, source / part, symlinks=True, ignore=ignore)
     for part in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / part, source / part)
@@ -48,7 +48,9 @@ def test_the_wheel_installs_only_the_engram_package(tmp_path: Path) -> None:
     # What the package reads at run time ships with it; the benchmarks and tests do not.
     assert "engram/adapters/embedders/assets/tokenizer.json" in names
     assert "engram/py.typed" in names
-    assert not any(name.startswith(("engram/tests/", "engram/bench/")) for name in names)
+    assert not any(
+        name.startswith(("engram/tests/", "engram/bench/", "engram/adapters/bench/")) for name in names
+    )
     # The licence the README names, in full, in the wheel's metadata (PEP 639: dist-info/licenses/).
     dist_info = wheel.name.split("-py3")[0] + ".dist-info"
     shipped = zipfile.ZipFile(wheel).read(f"{dist_info}/licenses/LICENSE").decode("utf-8")
@@ -74,6 +76,21 @@ def test_importing_engram_loads_no_layer() -> None:
     ).stdout.splitlines()
     assert set(out[0].split(",")) <= {"engram.domain", "engram.domain.decay"}
     assert out[1] == "engram.services.api NoteInput DomainError"
+
+
+def test_the_settings_and_the_embedder_import_without_the_event_store_library() -> None:
+    """The mem0 side of `engram bench memory` embeds with Engram's MiniLM adapter in mem0's own
+    virtualenv, which has no eventsourcing."""
+    code = (
+        "import sys\n"
+        "sys.modules['eventsourcing'] = None  # importing it raises ImportError\n"
+        "from engram.adapters.embedders.offline_minilm import MiniLMEmbedder\n"
+        "from engram.services.config import Settings\n"
+        "print(MiniLMEmbedder.__name__, Settings.__name__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["MiniLMEmbedder", "Settings"]
 
 
 def test_the_readme_example_runs(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class BenchRun:
-    name: str  # the result file's stem, as `adapters.bench.page` expects it
+    name: str  # the result file's stem, as `bench.page` expects it
     args: tuple[str, ...]  # after `engram bench`
 
 

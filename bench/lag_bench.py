@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
-from engram.adapters.bench.machine import finish, machine_info
+from bench.machine import finish, machine_info
 from engram.adapters.logging import configure_logging
 from engram.projections import engine
 from engram.services.bootstrap import Engram, bootstrap

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engram.adapters.bench.locomo import session_of
+from bench.locomo import session_of
 
 KS = (1, 3, 5, 10)
 

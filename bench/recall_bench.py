@@ -54,7 +54,7 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from engram.adapters.bench.machine import machine_info
+from bench.machine import machine_info
 from engram.adapters.logging import configure_logging
 from engram.adapters.vectors import EdgeVectorIndex
 from engram.domain.being import Being
@@ -234,7 +234,7 @@ def row(size: int, index: str, what: str, times: list[float]) -> Row:
 
 def recall_read_path(reading: Reading, being: str, vector: Matrix) -> list[dict[str, Any]]:
     """What `recall` does before its write: resolve, catch up, search, fetch, shuffle."""
-    being_id = reading._being(being)
+    being_id = reading.being(being)
     model = reading.e.embedder.model_id
     hits = reading.e.views.vectors.similar_nodes(
         being_id, model, vector, 3, statuses=["active", "dying"], threshold=thresholds_for(model).recall
@@ -300,7 +300,7 @@ def measure(
     # The pieces, alone (the views caught up first, so no row pays for an earlier write).
     views.ensure()
     add("part: embed one query", lambda t: engram.embedder.embed([t]), texts)
-    add("part: resolve being + views.ensure (caught up)", lambda _: reading._being(being), texts)
+    add("part: resolve being + views.ensure (caught up)", lambda _: reading.being(being), texts)
     add(
         "part: vector search top 3 (recall)",
         lambda v: views.vectors.similar_nodes(being_id, model, v, 3, statuses=live, threshold=threshold),
@@ -322,7 +322,7 @@ def measure(
     half = len(groups) // 2
 
     def write(group: list[dict[str, Any]]) -> None:
-        reading._reactivate(being_id, group, ReactivationSource.RECALL)
+        reading.reactivate(being_id, group, ReactivationSource.RECALL)
 
     add("part: reactivate 3 nodes (write)", write, groups[:half])
     # What the next recall or query pays for that write: the two views they read catch up (the
@@ -416,7 +416,8 @@ def during_optimize(
         report.rows.append(row(size, "exact", "part: vector search top 3 during optimize()", times))
         report.optimize_steps["searches_during"] = len(times)
         report.optimize_steps["slowest_search_ms"] = round(max(times), 1)
-    report.optimize_steps.update(getattr(index, "last_optimize", {}))
+    if isinstance(index, EdgeVectorIndex):  # the steps of Edge's optimize; a server reports none
+        report.optimize_steps.update(index.last_optimize)
     return took
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engram.adapters.bench import locomo
-from engram.adapters.bench.locomo import SCORED_CATEGORIES, Conversation
-from engram.adapters.bench.metrics import KS, QuestionScore, score, summarise
-from engram.adapters.bench.report import machine, now_utc
+from bench import locomo
+from bench.locomo import SCORED_CATEGORIES, Conversation
+from bench.metrics import KS, QuestionScore, score, summarise
+from bench.report import machine, now_utc
 from engram.domain.errors import InvalidInput
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import MAX_BATCH_NOTES, NoteInput

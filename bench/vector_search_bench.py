@@ -37,7 +37,7 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
-from engram.adapters.bench.machine import finish, machine_info
+from bench.machine import finish, machine_info
 from engram.adapters.logging import configure_logging
 from engram.adapters.vectors import EdgeVectorIndex, QdrantVectorIndex
 from engram.projections.vector_index import SearchFilter, VectorIndex, VectorPoint

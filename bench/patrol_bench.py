@@ -35,8 +35,9 @@ from typing import Any
 import numpy as np
 import structlog
 
-from engram.adapters.bench.machine import machine_info
-from engram.adapters.bench.scratch import scratch_schema
+from bench import demo_scenes
+from bench.machine import machine_info
+from bench.scratch import scratch_schema
 from engram.domain.being import Being
 from engram.domain.cluster import Cluster
 from engram.domain.embedding import Embedding
@@ -199,8 +200,7 @@ class _null:
 
 def bench_notes(scenes: int, root: Path, database_url: str | None) -> dict[str, Any]:
 
-    demo = Path(__file__).resolve().parent.parent / "cli" / "demo_scenes.jsonl"
-    base = [json.loads(line) for line in demo.read_text(encoding="utf-8").splitlines() if line.strip()]
+    base = demo_scenes()
     texts = []
     for i in range(scenes):
         obj = dict(base[i % len(base)])

@@ -29,14 +29,13 @@ from typing import Any
 
 import httpx
 
-from engram.adapters.bench.machine import finish, machine_info
+from bench import demo_scenes
+from bench.machine import finish, machine_info
 from engram.adapters.logging import configure_logging
 from engram.services.bootstrap import bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.tokens import TokenService
-
-DEMO_SCENES = Path(__file__).resolve().parent.parent / "cli" / "demo_scenes.jsonl"
 
 BEING = "Bench"
 QUERIES = [
@@ -80,7 +79,7 @@ def paired(
 
 
 def scenes(count: int) -> list[str]:
-    base = [json.loads(line) for line in DEMO_SCENES.read_text(encoding="utf-8").splitlines() if line.strip()]
+    base = demo_scenes()
     out = []
     for i in range(count):
         scene = dict(base[i % len(base)])

@@ -50,6 +50,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import ROOT
+
 # Only the standard library at module level: the mem0 side imports this module in mem0's own
 # virtualenv, which has neither eventsourcing nor Qdrant Edge.
 
@@ -250,7 +252,7 @@ def scenes(size: int, queries: int, seed: int) -> dict[str, Any]:
     importance) and `queries` held-out questions; both systems get exactly these."""
     import random
 
-    from engram.adapters.bench.recall_bench import corpus
+    from bench.recall_bench import corpus
 
     texts, asks = corpus(size, queries, seed)
     rng = random.Random(seed)
@@ -347,7 +349,7 @@ def fast_build(memory: Any, corpus_: dict[str, Any], log: Callable[[str], None])
     minutes rather than hours of embedding on a small machine."""
     import numpy as np
 
-    from engram.adapters.bench.recall_bench import build_being, corpus, embed_all
+    from bench.recall_bench import build_being, corpus, embed_all
 
     texts, _ = corpus(4000, 0, 7)
     vectors = embed_all(memory, [f"{a} {f}" for a, f, _ in texts])
@@ -393,7 +395,7 @@ def serve_side(args: argparse.Namespace) -> dict[str, Any]:
     """Build in this process, then measure `engram serve` opened on the data after the same reads."""
     import httpx
 
-    from engram.adapters.bench.http_bench import start_server, wait_ready
+    from bench.http_bench import start_server, wait_ready
     from engram.services.tokens import TokenService
 
     corpus_ = json.loads(Path(args.corpus).read_text(encoding="utf-8"))
@@ -512,14 +514,13 @@ def _logger() -> Callable[[str], None]:
 
 
 def _side(python: str, side: str, corpus_file: Path, data: Path, extra: list[str]) -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[2]  # the checkout: `engram/` links the layers
-    env = {
+    env = {  # the checkout: `engram/` links the layers, `bench/` is this package
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p),
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
     }
     out = data.with_name(data.name + ".json")  # a file: libraries may print on stdout
     subprocess.run(  # noqa: S603 (our interpreter or the given one, our module)
-        [python, "-m", "engram.adapters.bench.memory_bench", side, "--corpus", str(corpus_file),
+        [python, "-m", "bench.memory_bench", side, "--corpus", str(corpus_file),
          "--data", str(data), "--result", str(out), *extra],
         env=env, stdout=sys.stderr, check=True,
     )  # fmt: skip
@@ -543,7 +544,7 @@ def _mib(value: float | None) -> str:
 
 
 def footprint(args: argparse.Namespace, with_mem0: bool) -> dict[str, Any]:
-    from engram.adapters.bench.machine import machine_info
+    from bench.machine import machine_info
 
     log = _logger()
     result: dict[str, Any] = {"benchmark": "memory", "machine": machine_info(), "sizes": []}
@@ -651,8 +652,8 @@ def soak(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
 
     import engram
-    from engram.adapters.bench.http_bench import start_server, wait_ready
-    from engram.adapters.bench.machine import machine_info
+    from bench.http_bench import start_server, wait_ready
+    from bench.machine import machine_info
     from engram.services.tokens import TokenService
 
     log = _logger()
@@ -842,7 +843,7 @@ def main() -> None:
         run_side = {"engram-side": engram_side, "serve-side": serve_side, "mem0-side": mem0_side}[mode]
         args.result.write_text(json.dumps(run_side(args)), encoding="utf-8")
         return
-    from engram.adapters.bench.machine import finish
+    from bench.machine import finish
     from engram.adapters.logging import configure_logging
 
     configure_logging("warning")

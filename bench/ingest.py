@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engram.adapters.bench.machine import machine_info
+from bench.machine import machine_info
 from engram.services.bootstrap import bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
-from engram.adapters.bench.machine import machine_info
+from bench.machine import machine_info
 
 
 def machine() -> dict[str, Any]:

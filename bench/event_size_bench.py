@@ -19,7 +19,7 @@ from uuid import uuid4
 
 from eventsourcing.persistence import JSONTranscoder, Mapper
 
-from engram.adapters.bench.machine import finish, machine_info
+from bench.machine import finish, machine_info
 from engram.adapters.eventstore.event_log import EventLog
 from engram.domain.embedding import Embedding
 from engram.domain.node import MemoryNode
