@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import random
+import threading
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -111,6 +112,10 @@ class Reading:
     def __init__(self, engram: Reads, rng: random.Random | None = None) -> None:
         self.e = engram
         self.rng = rng or random.Random()
+        # One reactivation of a being at a time in this process: concurrent reads of one being reactivate
+        # the same nodes, and as racing writers they used up their retries (eight at once, issue #7).
+        self._reactivating: dict[UUID, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     # -- the tools' building blocks (public: `engram bench recall` times them one by one) --------
 
@@ -137,7 +142,10 @@ class Reading:
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
             return self.e.store.save(*nodes, durable=False)
 
-        return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
+        with self._locks_lock:
+            lock = self._reactivating.setdefault(being_id, threading.Lock())
+        with lock:
+            return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])

@@ -3,11 +3,14 @@
 A command handler is a function that loads the aggregates it needs, mutates
 them, and saves them with one `AggregateStore.save` call (one transaction).
 If another writer raced it (the library's `IntegrityError`), the whole
-function runs again on fresh state, up to `attempts` times.
+function runs again on fresh state, up to `attempts` times, after a short random
+wait that doubles with each attempt: writers that raced each other and retried at
+once would race again (eight reads reactivating the same nodes did, issue #7).
 """
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -35,9 +38,16 @@ def correlation(correlation_id: str | None = None, **bound: str) -> Iterator[str
         structlog.contextvars.reset_contextvars(**tokens)
 
 
+RETRY_WAIT_S = 0.004
+"""The longest wait before the first retry; it doubles with each attempt, up to `MAX_RETRY_WAIT_S`."""
+MAX_RETRY_WAIT_S = 0.1
+
+
 class CommandRunner:
     def __init__(self, attempts: int) -> None:
         self.attempts = attempts
+        # Jitter only: when a retry runs never reaches an event.
+        self._jitter = random.Random()
 
     def run(self, command: str, handler: Callable[[], T], *, being_id: object = None) -> T:
         started = time.perf_counter()
@@ -50,6 +60,10 @@ class CommandRunner:
                     result = handler()
                 except WriteRaced:
                     log.debug("command raced, retrying", attempt=attempt)
+                    if attempt < self.attempts:
+                        time.sleep(
+                            self._jitter.uniform(0, min(RETRY_WAIT_S * 2 ** (attempt - 1), MAX_RETRY_WAIT_S))
+                        )
                     continue
                 except DomainError as exc:
                     log.info(

@@ -119,9 +119,8 @@ def run(env: dict[str, str], backend: str, scratch: Path) -> None:
     refused_by_cli(
         env, "an argument that is not UTF-8", ["note", "Aria", "--kind", "todo", "--text", text], "text"
     )
-    refused_by_cli(
-        env, "a key that is not UTF-8", ["note", "Aria", "--text", "x", "--key", b"k\xff"], "idempotency_key"
-    )
+    key = ["note", "Aria", "--kind", "todo", "--text", "x", "--key", b"k\xff"]
+    refused_by_cli(env, "a key that is not UTF-8", key, "idempotency_key")
     refused_by_cli(env, "a query that is not UTF-8", ["query", "Aria", b"tomatoes \xff"], "query")
     with server(env) as base:
         escaped = json.dumps(json.dumps({**SCENE, "feeling": "calm\x00"}))

@@ -18,7 +18,6 @@ from structlog.testing import capture_logs
 from engram.projections import engine
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
-from engram.services.errors import ConcurrencyConflict
 from engram.services.views import ViewDiverged
 from tests.integration.test_reading_fast_paths import populate
 from tests.integration.test_relaxed_commits import _after_a_power_cut, _note
@@ -71,9 +70,7 @@ def test_concurrent_reactivating_readers_never_take_a_view_for_ahead_of_the_log(
         for j in range(6):
             try:
                 engram.reading.query("Aria", ["garden river", "violin chess", "bread oven"][(i + j) % 3], 5)
-            except ConcurrencyConflict:
-                pass  # eight readers reactivating the same nodes may run out of retries: theirs to try again
-            except BaseException as exc:
+            except BaseException as exc:  # a lost reactivation race too: the readers' retries absorb them
                 errors.append(exc)
 
     with capture_logs() as logs:
