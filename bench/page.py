@@ -5,7 +5,8 @@ measured and never quotes a number itself, so a new run regenerates the page wit
 The LoCoMo tuning log is history (each row was measured once, on the day of the change) and is
 included verbatim from `docs/bench/locomo-notes.md`; so is the record of earlier runs of the latency
 goals on other machines (`docs/bench/earlier-runs.md`), which the goals table reads for one run only,
-and the before/after record of the memory bounds (`docs/bench/memory-notes.md`, ADR 0028).
+the before/after record of the memory bounds (`docs/bench/memory-notes.md`, ADR 0028) and of the
+renovation of issues #7 and #8 (`docs/bench/renovation-notes.md`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ BENCH_DOCS = ROOT / "docs" / "bench"
 LOCOMO_NOTES = BENCH_DOCS / "locomo-notes.md"
 EARLIER_RUNS = BENCH_DOCS / "earlier-runs.md"
 MEMORY_NOTES = BENCH_DOCS / "memory-notes.md"
+RENOVATION_NOTES = BENCH_DOCS / "renovation-notes.md"
 
 # Goals from the issues; the page says for each whether this run met it.
 REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
@@ -706,7 +708,9 @@ def deployment(results: dict[str, Result]) -> str:
         [
             "## What the figures mean for a deployment",
             "- **Embedded default** (SQLite, Qdrant Edge, offline MiniLM; `engram serve` with its embedded "
-            "worker): one process owns the data directory. Exact vector search grows linearly with a "
+            "worker): the CLI, `engram mcp` and the Python API work beside it on the same data directory, "
+            "reaching the vector index through the process that owns it (ADR 0036). Exact vector search "
+            "grows linearly with a "
             f"being's nodes{search}; the worker's maintenance builds the HNSW graph in a child process "
             "once a collection has grown by 10,000 points and swaps it in (searches wait for the swap: "
             "about a second at 100k points, several at 1M). Comfortable up to ~100k nodes per being and "
@@ -759,4 +763,9 @@ def render_page(results: dict[str, Result]) -> str:
     if missing:
         head.append("Not in this run: " + ", ".join(missing) + ".")
     summary = goals(results)
-    return "\n\n".join([*head, *([summary] if summary else []), *sections, deployment(results)]) + "\n"
+    # Measured once, the code before and after issues #7 and #8 side by side: history, not a rerun.
+    renovation = [RENOVATION_NOTES.read_text(encoding="utf-8").strip()] if RENOVATION_NOTES.exists() else []
+    return (
+        "\n\n".join([*head, *([summary] if summary else []), *renovation, *sections, deployment(results)])
+        + "\n"
+    )
