@@ -194,9 +194,14 @@ def run_batch(
 def may_be_the_events(exc: Exception) -> bool:
     """Whether a failed batch may have failed for one of its events, rather than for what it runs on:
     a log that lost events, an outside store that is unavailable."""
-    if isinstance(exc, DomainError) and exc.code == "storage_full":  # waits for space; nobody is held
+    if _disk_full(exc):  # the view waits for space; nobody is held
         return False
     return not isinstance(exc, LogDiverged | ServiceUnavailable | MemoryError)
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """The services' `StorageFull` (ADR 0030), known here by its code: projections import no service."""
+    return isinstance(exc, DomainError) and exc.code == "storage_full"
 
 
 def reason(exc: BaseException) -> str:
@@ -207,7 +212,7 @@ def _record(db: ViewDatabase, projection: Projection, exc: Exception) -> None:
     try:
         tracking.record_error(db, projection, reason(exc))
     except Exception:  # the view database itself may be what failed
-        if not (isinstance(exc, DomainError) and exc.code == "storage_full"):  # said already: disk full
+        if not _disk_full(exc):  # a full disk was said already, by the worker
             log.warning("could not record the error in the view", view=projection.name, exc_info=True)
 
 
