@@ -40,6 +40,18 @@ def is_at_or_below_threshold(importance: float, sessions: int) -> bool:
     return effective_importance(importance, sessions) <= DYING_THRESHOLD
 
 
+def revives(importance: float) -> bool:
+    """Spec ❺ for a dead node that a read reached since it died: its effective importance is above 0.05.
+
+    The spec's ❷ counts patrols for *active* nodes only, so a dead node's session count stands
+    still, and a read sets it to 0: at ❺ the count of a dead node that was read is 0, however many
+    patrols ran since the read. The derived count (being cycle − last activation) would also count
+    the patrols the node spent dead, and keep dead the nodes with importance in (0.05, ≈0.0517]
+    that the spec revives (ADR 0002).
+    """
+    return not is_at_or_below_threshold(importance, 0)
+
+
 def sessions_until_dying(importance: float) -> int:
     """The smallest session count n with importance × exp(−n/30) ≤ 0.05.
 

@@ -182,16 +182,28 @@ class MemoryNode(BeingScopedAggregate):
                 node.read_since_death = True
 
     class Revived(Event):
-        """Spec ❺: a dead node whose effective importance is above the threshold again."""
+        """Spec ❺: a dead node whose effective importance is above the threshold again.
+
+        `restarts_clock`: the node's session count is 0 at `cycle`, as the spec's is (its ❷ skipped
+        the node while it was dead; ADR 0002). Version 1 events, recorded before that rule, left the
+        count running from the last read, and replay as they were recorded.
+        """
 
         TOPIC = "engram.MemoryNode.Revived"
-        class_version = 1
+        class_version = 2
         cycle: int
+        restarts_clock: bool
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state["restarts_clock"] = False
 
         def apply(self, node: MemoryNode) -> None:
             node.status = NodeStatus.ACTIVE
             node.absorbed_into = None
             node.read_since_death = False
+            if self.restarts_clock:
+                node.last_activated_cycle = self.cycle
 
     def __init__(
         self,
@@ -358,14 +370,15 @@ class MemoryNode(BeingScopedAggregate):
         return increment
 
     def revive(self, being_cycle: int, at: datetime) -> None:
-        """Spec ❺ for a dead node that a read reached since it died (ADR 0004)."""
+        """Spec ❺ for a dead node that a read reached since it died (ADR 0004); its session count
+        restarts at `being_cycle` (ADR 0002)."""
         if self.status != NodeStatus.DEAD:
             raise InvalidTransition(f"only a dead node revives; node {self.id} is {self.status}")
         if not self.read_since_death:
             raise NodeNotDecayed(f"node {self.id} stays dead: nothing has read it since it died")
-        if decay.is_at_or_below_threshold(self.importance, self.session_count(being_cycle)):
+        if not decay.revives(self.importance):
             raise NodeNotDecayed(
-                f"node {self.id} stays dead: effective importance "
-                f"{self.effective_importance(being_cycle):.4f} ≤ {decay.DYING_THRESHOLD}"
+                f"node {self.id} stays dead: its importance {self.importance:.4f} is at or below "
+                f"{decay.DYING_THRESHOLD}, so even a fresh read does not lift it above the threshold"
             )
-        self._emit(self.Revived, at, cycle=being_cycle)
+        self._emit(self.Revived, at, cycle=being_cycle, restarts_clock=True)

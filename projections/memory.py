@@ -359,4 +359,6 @@ class MemoryView(Projection):
         row = self._node(batch, e)
         self._set_status(batch, row, NodeStatus.ACTIVE.value)
         row.update(absorbed_into=None, read_since_death=False)
+        if e.restarts_clock:
+            row["last_activated_cycle"] = e.cycle
         self._save(batch, row, e)

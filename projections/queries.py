@@ -213,13 +213,14 @@ class ReadModels:
         )
         return [_decode_node(r) for r in rows]
 
-    def revivable(self, being_id: UUID, cycle: int) -> list[Row]:
-        """Spec ❺: dead nodes read since they died whose effective importance is above 0.05 at `cycle`."""
+    def revivable(self, being_id: UUID) -> list[Row]:
+        """Spec ❺: dead nodes read since they died whose effective importance is above 0.05 with the
+        session count of 0 the read gave them (`decay.revives`): their dying cycle is after the read's."""
         rows = self._select(
             "memory",
             NODES,
-            "being_id = ? AND status = 'dead' AND read_since_death = ? AND dying_cycle > ?",
-            [str(being_id), True, cycle],
+            "being_id = ? AND status = 'dead' AND read_since_death = ? AND dying_cycle > last_activated_cycle",
+            [str(being_id), True],
             "ORDER BY id",
         )
         return [_decode_node(r) for r in rows]

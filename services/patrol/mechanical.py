@@ -266,7 +266,7 @@ def flag_dying(ctx: StepContext) -> dict[str, int] | Skip:
 def revive(ctx: StepContext) -> dict[str, int] | Skip:
     """Spec ❺: dead nodes read since they died whose effective importance is above 0.05 again."""
     cycle = ctx.being().cycle
-    candidates = ctx.read.revivable(ctx.being_id, cycle)
+    candidates = ctx.read.revivable(ctx.being_id)
     revived = _change_nodes(ctx, candidates, lambda node: node.revive(cycle, ctx.clock.now()), "not revived")
     ctx.count("revived", revived)
     return ctx.counts

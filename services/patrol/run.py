@@ -305,7 +305,7 @@ class Patrol:
             (PatrolStep.START_CYCLE, {"cycle": cycle}, False),
             (PatrolStep.FLAG_DYING, {"would_flag": len(dying_now)}, False),
             (PatrolStep.CONSOLIDATE, {"clusters_to_consult": len(consolidation)}, True),
-            (PatrolStep.REVIVE, {"would_revive": len(read.revivable(being.id, cycle))}, False),
+            (PatrolStep.REVIVE, {"would_revive": len(read.revivable(being.id))}, False),
             (
                 PatrolStep.SPLIT,
                 {

@@ -13,6 +13,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from eventsourcing.persistence import StoredEvent
 
 from engram.domain.being import Being
 from engram.domain.node import MemoryNode, NodeStatus, ReactivationSource
@@ -188,18 +189,89 @@ def test_a_dead_node_read_by_recall_memory_revives_in_the_next_patrol(engram) ->
     engram.views.ensure()
     assert engram.views.read.node(being_id, UUID(read_one))["status"] == "active"
 
-    # Its clock restarted when it was read at cycle 6: dying again 6 patrols later, at cycle 12.
-    for _ in range(4):
+    # Its session count is 0 at its revival (cycle 7), as in the spec, whose ❷ skips dead nodes
+    # (ADR 0002): dying again 6 patrols later, at cycle 13.
+    for _ in range(5):
         engram.patrol("Aria", llm=llm)
-    assert engram.store.get(MemoryNode, UUID(read_one)).status == NodeStatus.ACTIVE  # cycle 11
+    assert engram.store.get(MemoryNode, UUID(read_one)).status == NodeStatus.ACTIVE  # cycle 12
     engram.patrol("Aria", llm=llm)
-    assert engram.store.get(MemoryNode, UUID(read_one)).status == NodeStatus.DEAD  # flagged at 12, let go
+    assert engram.store.get(MemoryNode, UUID(read_one)).status == NodeStatus.DEAD  # flagged at 13, let go
     flags = [
         e["payload"]["cycle"]
         for e in engram.audit.history("node", read_one)
         if e["type"] == "MemoryNode.FlaggedDying"
     ]
-    assert flags == [6, 12]
+    assert flags == [6, 13]
     assert (
         engram.store.get(MemoryNode, UUID(left_alone)).status == NodeStatus.DEAD
     )  # never read: never revived
+
+
+def test_a_dead_node_just_above_the_threshold_revives_as_in_the_spec(engram) -> None:
+    """Importance 0.051: dead after its first patrol (0.051 × e^(−1/30) ≈ 0.0493). Read, the spec's
+    count is 0 and stays 0 while the node is dead, so ❺ revives it (0.051 > 0.05); the count since the
+    read would be 1 at the next patrol and keep it dead (ADR 0002)."""
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    assert first_dying_patrol(0.051) == 1 and 0.051 * math.exp(-1 / 30) <= 0.05 < 0.051
+    note_scenes(engram, "Aria", [scene("Walked the dog along the river", "2021-01-03", importance=0.051)])
+    llm = _make_dead_the_dying()
+    engram.patrol("Aria", llm=llm)  # cycle 1: created, flagged dying, let go
+    [node_id] = _nodes_by_action(engram, being_id).values()
+    assert engram.store.get(MemoryNode, UUID(node_id)).status == NodeStatus.DEAD
+
+    engram.patrol("Aria", llm=llm)  # cycle 2: dead and unread, it stays dead
+    assert engram.store.get(MemoryNode, UUID(node_id)).status == NodeStatus.DEAD
+    _reactivate(engram, being_id, node_id, ReactivationSource.SEARCH_MEMORY)
+    engram.views.ensure()
+    assert [r["id"] for r in engram.views.read.revivable(being_id)] == [node_id]
+
+    report = engram.patrol("Aria", llm=llm)  # cycle 3: ❺ revives it; its count restarts at 0
+    assert next(s for s in report.steps if s["step"] == "revive")["counts"] == {"revived": 1}
+    node = engram.store.get(MemoryNode, UUID(node_id))
+    assert (node.status, node.session_count(3), node.dying_cycle) == (NodeStatus.ACTIVE, 0, 4)
+    engram.views.ensure()
+    row = engram.views.read.node(being_id, UUID(node_id))
+    assert (row["status"], row["last_activated_cycle"], row["dying_cycle"]) == ("active", 3, 4)
+
+    engram.patrol("Aria", llm=llm)  # cycle 4: count 1, 0.0493 ≤ 0.05: dying and let go again
+    assert engram.store.get(MemoryNode, UUID(node_id)).status == NodeStatus.DEAD
+
+
+def test_a_revival_recorded_before_the_clock_restarted_replays_as_recorded(engram) -> None:
+    """`Revived` version 1 (before ADR 0002 was corrected) left the count running from the read. A v1
+    record, written as v1 code wrote it, is upcast with `restarts_clock = false`: the aggregate and the
+    memory view replay it as it was recorded, and the decisions recorded after it stay explainable."""
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    note_scenes(engram, "Aria", [scene("Walked the dog along the river", "2021-01-03", importance=0.06)])
+    llm = _make_dead_the_dying()
+    for _ in range(6):
+        engram.patrol("Aria", llm=llm)  # dead at cycle 6
+    [node_id] = _nodes_by_action(engram, being_id).values()
+    _reactivate(engram, being_id, node_id, ReactivationSource.RECALL)  # read at cycle 6
+    node = engram.store.get(MemoryNode, UUID(node_id))
+    node.revive(7, engram.clock.now())
+    [revived] = node.collect_events()
+
+    mapper = engram.store.app.mapper
+    stored = mapper.to_stored_event(revived)
+    state = mapper.transcoder.decode(stored.state)
+    assert (state.pop("class_version"), state.pop("restarts_clock")) == (2, True)
+    v1 = StoredEvent(
+        originator_id=stored.originator_id,
+        originator_version=stored.originator_version,
+        topic=stored.topic,
+        state=mapper.transcoder.encode(state),
+    )
+    assert b"restarts_clock" not in v1.state and b"class_version" not in v1.state
+    engram.store.app.recorder.insert_events([v1])
+
+    node = engram.store.get(MemoryNode, UUID(node_id))
+    assert (node.status, node.last_activated_cycle, node.session_count(7), node.dying_cycle) == (
+        NodeStatus.ACTIVE,
+        6,
+        1,
+        12,
+    )
+    engram.views.ensure()
+    row = engram.views.read.node(being_id, UUID(node_id))
+    assert (row["status"], row["last_activated_cycle"], row["dying_cycle"]) == ("active", 6, 12)

@@ -45,4 +45,4 @@ def test_every_query_is_scoped_to_its_being(engram: Engram) -> None:
         assert {r["being_id"] for r in read.notes(being.id)} == {str(being.id)}
         assert len(read.notes(being.id)) == 2
         assert [d["being_id"] for d in read.diary(being.id)] == [str(being.id)]
-        assert read.revivable(being.id, 0) == []
+        assert read.revivable(being.id) == []
