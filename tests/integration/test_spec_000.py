@@ -1,7 +1,7 @@
 """Spec 000 steps that no other test file pins, and two places where Engram keeps a behaviour other
 than the spec's expression (docs/spec-000.md), on both backends.
 
-- ❶.4 embeds every new node of a patrol in one embedder call.
+- ❶.1 and ❶.4: every scene note (and no other kind) becomes a node, all embedded in one call.
 - ❶ never files a new memory into a root cluster by similarity (ADR 0042): a root is matched by
   nothing, so a memory that joins no sub-cluster is always classified as Business or Private.
 - `search_memory` compares a term with each theme ignoring case, whole theme only (ADR 0043), where
@@ -20,6 +20,7 @@ import pytest
 from engram.domain.being import Being
 from engram.domain.embedding import Embedding
 from engram.services.bootstrap import Engram
+from engram.services.commands import NoteInput
 from engram.services.thresholds import thresholds_for
 from tests.patrol_support import ScriptedLLM, note_scenes, scene, unrelated_scenes
 
@@ -38,8 +39,11 @@ def _nodes(engram: Engram, being_id: UUID) -> dict[str, dict[str, Any]]:
     return {n["action"]: n for n in engram.views.read.nodes(being_id)}
 
 
-def test_step_1_embeds_all_new_nodes_in_one_call(engram: Engram, monkeypatch: pytest.MonkeyPatch) -> None:
-    engram.beings.register("Aria")
+def test_step_1_turns_every_scene_note_into_a_node_embedded_in_one_call(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    engram.notes.take("Aria", NoteInput(kind="todo", text="water the garden"))
     batches: list[int] = []
     embed = engram.embedder.embed
 
@@ -50,7 +54,9 @@ def test_step_1_embeds_all_new_nodes_in_one_call(engram: Engram, monkeypatch: py
     monkeypatch.setattr(engram.embedder, "embed", counted)
     note_scenes(engram, "Aria", unrelated_scenes(7))
     engram.patrol("Aria")
-    assert batches == [7]
+    assert batches == [7]  # the scenes, not the to-do
+    nodes = _nodes(engram, being_id)
+    assert len(nodes) == 7 and all(n["fresh"] for n in nodes.values())
 
 
 def test_a_new_memory_is_never_filed_by_similarity_to_a_root_cluster(engram: Engram) -> None:
