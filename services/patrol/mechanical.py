@@ -113,7 +113,7 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     # Spec ❶.4: all new nodes' texts in one batched embedder call.
     vectors = ctx.embedder.embed([scene.scene.embed_text(scene.feeling) for _, scene in items])
     clusters: dict[str, Cluster] = {str(c.id): c for c in roots.values()}
-    # A root is never matched (ADR 0042): its centroid averages unrelated memories and is near most new
+    # A root is never matched (ADR 0042): its centroid averages unrelated memories and is near many new
     # ones, so a memory that fits no sub-cluster is classified as Business or Private instead.
     exclude = [c.id for c in roots.values()]
     llm_down = False  # after an outage (retries already spent by the adapter) the fallback classifies
