@@ -75,8 +75,9 @@ class SpecNode:
     def eff_imp(self) -> float:
         return self.importance * math.exp(-self.session_count / 30)
 
-    def read(self, increment: int) -> None:
-        self.reactivation_count += increment
+    def read(self, tool: str) -> None:
+        dead_by_name = self.status == "dead" and tool in ("recall_memory", "search_memory")
+        self.reactivation_count += 2 if dead_by_name else 1  # the table under ❺; `query` as `recall`
         self.session_count = 0
         if self.status == "dying":
             self.status = "active"
@@ -134,6 +135,6 @@ def test_revival_and_decay_match_the_spec_with_a_stored_count(
             if spec.status == "active":
                 assert node.session_count(cycle) == spec.session_count, f"cycle {cycle}"
         if source is not None:
-            increment = node.reactivate(source, cycle, T0 + timedelta(minutes=cycle, seconds=30))
-            spec.read(increment)
+            node.reactivate(source, cycle, T0 + timedelta(minutes=cycle, seconds=30))
+            spec.read(source.value)
             assert node.status == spec.status and node.reactivation_count == spec.reactivation_count
