@@ -107,8 +107,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         """Keyword search: each TERM, case-insensitively, as a substring of the
         action, the feeling or the `when` entries, or equal to a theme.
 
-        Quote a TERM to search a phrase. Newest memories first, a page at a time. Every matching
-        memory is reactivated (+1, dead +2), on every page at once: --cursor pages reactivate nothing.
+        Quote a TERM to search a phrase. Newest memories first, a page at a time. The search
+        reactivates every matching memory (+1, dead +2), not only the page it prints; the next pages,
+        read with --cursor, reactivate nothing more.
         """
         result = ctx.engram.reading.search_memory(
             being_ref, list(terms), mode=mode, limit=limit, cursor=cursor

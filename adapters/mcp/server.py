@@ -167,6 +167,26 @@ def _memories_result(nodes: list[NodeView], empty: str, page: Searched | None = 
     )
 
 
+async def _take_note(
+    session: EngramSession, kind: str, text: str, idempotency_key: str | None, source_ref: str | None
+) -> CallToolResult:
+    """`note_scene` and `note`: take one note; the text says what became of it."""
+    try:
+        item = NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+    except ValidationError as exc:
+        refused = invalid_input_of(exc)
+        raise ToolError(f"{refused.code}: {refused.message}") from exc
+    taken = await session.call(session.engram.notes.take, session.being_id, item)
+    message = f"noted {taken.kind} {taken.note_id}" + (
+        " (already noted with this key)" if taken.duplicate else ""
+    )
+    if taken.parsed is False:
+        message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
+    return CallToolResult(
+        content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
+    )
+
+
 def build_server(session: EngramSession) -> MCPServer[Any]:
     """An MCP server whose tools all act on `session`'s being."""
     name = session.being_name
@@ -297,20 +317,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
         if not text.strip():
             raise ToolError("the scene must not be empty")
-        try:
-            note = NoteInput(text=text, idempotency_key=idempotency_key, source_ref=source_ref)
-        except ValidationError as exc:
-            refused = invalid_input_of(exc)
-            raise ToolError(f"{refused.code}: {refused.message}") from exc
-        taken = await session.call(session.engram.notes.take, being, note)
-        message = f"noted scene {taken.note_id}" + (
-            " (already noted with this key)" if taken.duplicate else ""
-        )
-        if taken.parsed is False:
-            message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
-        return CallToolResult(
-            content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
-        )
+        return await _take_note(session, "scene", text, idempotency_key, source_ref)
 
     @server.tool(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
@@ -335,18 +342,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         ] = None,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a note that is not a scene; the context shows it from the next call on."""
-        try:
-            item = NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
-        except ValidationError as exc:
-            refused = invalid_input_of(exc)
-            raise ToolError(f"{refused.code}: {refused.message}") from exc
-        taken = await session.call(session.engram.notes.take, being, item)
-        message = f"noted {taken.kind} {taken.note_id}" + (
-            " (already noted with this key)" if taken.duplicate else ""
-        )
-        return CallToolResult(
-            content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
-        )
+        return await _take_note(session, kind, text, idempotency_key, source_ref)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
     async def context() -> Annotated[CallToolResult, ContextView]:
