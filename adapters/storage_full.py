@@ -13,13 +13,12 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
-
-import psycopg.errors
 
 from engram.services.errors import StorageFull
 
@@ -33,7 +32,12 @@ the shared-memory file it must create and extend first cannot grow (SQLITE_IOERR
 
 
 def _says_full(exc: BaseException) -> bool:
-    if isinstance(exc, StorageFull | psycopg.errors.DiskFull):
+    if isinstance(exc, StorageFull):
+        return True
+    # Looked up rather than imported: a process that never imported psycopg (the embedded default,
+    # a one-shot CLI command) holds no PostgreSQL error to recognise, and skips its import.
+    pg_errors = sys.modules.get("psycopg.errors")
+    if pg_errors is not None and isinstance(exc, pg_errors.DiskFull):
         return True
     if isinstance(exc, sqlite3.Error):
         return getattr(exc, "sqlite_errorcode", None) in _SQLITE_FULL or "database or disk is full" in str(

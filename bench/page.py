@@ -452,6 +452,33 @@ def http(r: Result) -> str:
     )
 
 
+def cli(r: Result) -> str:
+    rows = [
+        (
+            x["command"],
+            x["engram"],
+            f"{x['wall_s']['median']:.2f}",
+            f"{x['wall_s']['min']:.2f}–{x['wall_s']['max']:.2f}",
+            f"{x['cpu_s_median']:.2f}",
+            f"{x['vs_first']:.2f}",
+        )
+        for x in r["results"]
+    ]
+    return _section(
+        "One-shot reads through the CLI",
+        "engram bench cli",
+        r,
+        [
+            "A new `engram` process per read, as a shell starts one, on a data directory made by "
+            "`engram demo` (30 patrolled scenes, offline MiniLM, no server running): the interpreter, the "
+            "imports, loading the model, opening the stores, the read and closing. Executables given with "
+            "`--engram` ran alternately; `vs 1st` is the median against the first one's. Issue #7 asks for a "
+            "`recall` under 1 s.",
+            table(["command", "engram", "median s", "range s", "CPU s", "vs 1st"], rows),
+        ],
+    )
+
+
 def _mib(value: float | None) -> str:
     return "–" if value is None else f"{value / 1024 / 1024:,.0f}"
 
@@ -735,6 +762,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("patrol", patrol),
     ("recall", lambda rs: recall(rs["recall"]) if "recall" in rs else None),
     ("http", lambda rs: http(rs["http"]) if "http" in rs else None),
+    ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
 )

@@ -322,7 +322,7 @@ def measure(
     half = len(groups) // 2
 
     def write(group: list[dict[str, Any]]) -> None:
-        reading.reactivate(being_id, group, ReactivationSource.RECALL)
+        reading.reactivate(being_id, [r["id"] for r in group], ReactivationSource.RECALL)
 
     add("part: reactivate 3 nodes (write)", write, groups[:half])
     # What the next recall or query pays for that write: the two views they read catch up (the

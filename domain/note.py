@@ -26,6 +26,10 @@ MAX_SOURCE_REF_CHARS = 500
 
 
 class NoteKind(StrEnum):
+    """What a note is; where it goes (spec 000, "Context Structure"): a scene becomes a memory node in
+    patrol; rules, preferences, relationships, tools and map entries are the persona's system prompt
+    (block 1-A); to-dos, reminders and knowledge its snapshot (block 1-B)."""
+
     SCENE = "scene"
     TODO = "todo"
     REMINDER = "reminder"
@@ -33,6 +37,8 @@ class NoteKind(StrEnum):
     RULE = "rule"
     PREFERENCE = "preference"
     RELATIONSHIP = "relationship"
+    TOOL = "tool"  # a tool the being can use: its name, what it does, when to reach for it
+    MAP = "map"  # an entry of the being's map: a place, a person, a project, and where it stands
 
 
 class ParseStatus(StrEnum):

@@ -202,6 +202,17 @@ class ReadModels:
             _decode_node(r) for r in self._select("memory", NODES, " AND ".join(conditions), params, tail)
         ]
 
+    def node_keys(self, being_id: UUID, where: Condition) -> list[tuple[str, int]]:
+        """The id and `seq` (the log position that created it) of every node of the being matching
+        `where`, newest first: a whole match, read without the rows' text."""
+        with self.reading("memory") as (conn, tables):
+            rows = conn.query(
+                f"SELECT id, seq FROM {tables['nodes']} WHERE being_id = ? AND ({where[0]}) "
+                "ORDER BY seq DESC, id",
+                [str(being_id), *where[1]],
+            )
+        return [(str(r["id"]), int(r["seq"])) for r in rows]
+
     def dying_candidates(self, being_id: UUID, cycle: int) -> list[Row]:
         """Spec ❸: active, unpinned nodes whose effective importance is ≤ 0.05 at `cycle` (indexed)."""
         rows = self._select(

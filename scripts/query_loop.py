@@ -4,8 +4,10 @@
 
 Builds one being of 10,000 nodes with `bench.recall_bench`'s corpus (the offline MiniLM embedder), then
 times 200 `query` calls × 3 per profile (lexical, semantic, default; the vector given, no
-reactivation) and prints the p50 of each. Run it alternately in two checkouts, several processes per
-side: on the 2-core VM one code's p50 moves ±25 % from process to process. It also runs in checkouts
+reactivation) and prints the p50 of each: wall time, and the process's CPU time per call (all its
+threads), which other processes' load on the machine moves much less than the wall time. Run it
+alternately in two checkouts, several processes per side: on the 2-core VM one code's wall p50 moves
+±25 % from process to process. It also runs in checkouts
 from before the package rename (`adapters.bench`, bare layer imports). `--plain-edge`: a Qdrant Edge
 index of this process only, instead of the shared one (ADR 0036). docs/bench/renovation-notes.md
 quotes its figures.
@@ -60,15 +62,19 @@ def main() -> None:
             rb.build_being(engram, "being-0", 10000, texts, vectors, np.random.default_rng(10000))
             engram.views.ensure()
             for profile in ("lexical", "semantic", "default"):
-                times = []
+                times, cpu = [], []
                 for _ in range(3):
                     for text, vector in zip(queries, qvecs, strict=True):
-                        started = time.perf_counter()
+                        started, started_cpu = time.perf_counter(), time.process_time()
                         engram.reading.query(
                             "being-0", text, 10, profile_name=profile, reactivate=False, vector=vector
                         )
                         times.append((time.perf_counter() - started) * 1000)
-                sys.stdout.write(f"{label} {profile} p50 ms {statistics.median(times):.3f}\n")
+                        cpu.append((time.process_time() - started_cpu) * 1000)
+                sys.stdout.write(
+                    f"{label} {profile} p50 ms {statistics.median(times):.3f} "
+                    f"cpu p50 ms {statistics.median(cpu):.3f} cpu mean ms {statistics.fmean(cpu):.3f}\n"
+                )
         finally:
             engram.close()
 

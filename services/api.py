@@ -20,6 +20,7 @@ Example::
                            '"when": ["2026-05-02"], "feeling": "hopeful", "themes": ["garden"]}',
                       idempotency_key="msg-1042"),
             NoteInput(kind="todo", text="Renew the passport"),
+            NoteInput(kind="tool", text="calendar: reads and books appointments"),
         ])
 
         # Patrol turns notes into memory nodes, files them, lets them decay (run it in the background).
@@ -33,12 +34,16 @@ Example::
             print(f"{node.score:.3f}", node.action)
 
         found = memory.reading.search_memory("Aria", ["garden", "Mina"], mode="and")
+        print(found.total, found.cursor)  # every match was reactivated; a cursor pages through the rest
         context = memory.reading.context("Aria")   # system prompt, snapshot, recent memories
         print(context.text)
+        conversation = [*(m.model_dump() for m in context.messages), {"role": "user", "content": "Hi!"}]
 
 The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragment stream),
-`recall_memory` (a cluster's nodes), `search_memory` (keywords), `query` (ranked retrieval) and
-`context`; all but `context` and `query(reactivate=False)` reactivate what they return. Errors are
+`recall_memory` (a cluster's nodes), `search_memory` (keywords, a page at a time; it reactivates
+every match) and `query` (ranked retrieval), which reactivate what they reach (not
+`query(reactivate=False)`) and return it as they left it, and `context` (the system prompt with
+`system_text`, the snapshot as a user + assistant pair in `messages`, the recent memories). Errors are
 `engram.DomainError` subclasses with a `code`: `engram.InvalidInput`, `engram.NotFound`,
 `engram.Conflict`, and the domain's invariant errors.
 

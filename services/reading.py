@@ -4,17 +4,22 @@
 gives, search (the vector index; the full-text index, `projections/fulltext/`), leave the scoring to
 `services/ranking.py`, and record the reactivations. Reads that reach nodes reactivate them (spec
 ❺'s table): `recall` +1, `recall_memory` and `search_memory` +1 for live nodes and +2 for dead ones;
-`query` +1 unless `reactivate=False` (auditors, benchmarks). Every read first makes sure the views
+`query` +1 unless `reactivate=False` (auditors, benchmarks). What a read returns shows each node as
+its reactivation left it (the count after the increment). Every read first makes sure the views
 include the latest writes.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as _dt
+import hashlib
+import json
 import random
 import threading
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 from uuid import UUID
 
 import numpy as np
@@ -22,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
+from engram.domain.note import NoteKind
 from engram.domain.scene import Scene
 from engram.domain.text import check_text
 from engram.services.beings import resolve_being_id
@@ -36,8 +42,21 @@ MEMORY_VIEWS = ("memory", "vectors")  # what recall and query read
 MAX_QUERY_K = 100
 MAX_QUERY_CHARS = 4000
 MAX_SEARCH_TERMS = 20
+MAX_SEARCH_PAGE = MAX_QUERY_K
+MAX_CURSOR_CHARS = 200
 RECENT_NODES = 5
 DIARY_DAYS = 7
+
+# Block 1-A's note sections, in the spec's order: (key in `system_prompt`, note kind, heading).
+SYSTEM_PROMPT_NOTES = (
+    ("rules", NoteKind.RULE, "Rules you follow"),
+    ("preferences", NoteKind.PREFERENCE, "Your preferences"),
+    ("relationships", NoteKind.RELATIONSHIP, "Your relationships"),
+    ("tools", NoteKind.TOOL, "Tools you can use"),
+    ("map", NoteKind.MAP, "Your map"),
+)
+CONTEXT_NOTE_KINDS = [k.value for k in NoteKind if k != NoteKind.SCENE]
+SNAPSHOT_ACKNOWLEDGED = "Thank you. I have read my notes, what I know and my diary, and I keep them in mind."
 
 
 class NodeView(BaseModel):
@@ -91,12 +110,53 @@ class Found(BaseModel):
     position: int | None = None
 
 
+class Searched(Found):
+    """One page of a keyword search (`search_memory`)."""
+
+    total: int = Field(description="How many memories match, on every page.")
+    reactivated: int = Field(
+        description="How many memories this call reactivated: every match on the first page, none after."
+    )
+    cursor: str | None = Field(
+        None, description="Give it back (with the same terms and mode) for the next page; null on the last."
+    )
+
+
+class PrefixMessage(BaseModel):
+    role: Literal["user", "assistant"]
+    content: str
+
+
 class ContextView(BaseModel):
     being: str
-    system_prompt: dict[str, Any]
-    snapshot: dict[str, Any]
-    recent_nodes: list[dict[str, Any]]
-    text: str
+    system_prompt: dict[str, Any] = Field(
+        description="Block 1-A: soul, think_md, and the enabled rules, preferences, relationships, "
+        "tools and map entries."
+    )
+    snapshot: dict[str, Any] = Field(description="Block 1-B: unread to-dos and reminders, knowledge, diary.")
+    recent_nodes: list[dict[str, Any]] = Field(
+        description="Block 2-B: the 5 most recently activated memories."
+    )
+    system_text: str = Field(description="Block 1-A rendered: the system prompt.")
+    messages: list[PrefixMessage] = Field(
+        description="Block 1-B as the user + assistant message pair to put at the start of a conversation: "
+        "the snapshot rendered, and the being acknowledging it."
+    )
+    recent_text: str = Field(description="Block 2-B rendered: to inject with each turn.")
+    text: str = Field(description="The three blocks rendered in one text, in order.")
+
+
+@dataclass(frozen=True)
+class Reactivation:
+    """What one reactivation command wrote: its log position, and each node's changed fields as the
+    views will hold them (so a read can return the nodes as it left them)."""
+
+    position: int | None
+    after: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def applied(self, node: NodeView) -> NodeView:
+        changed = self.after.get(node.id)
+        return node.model_copy(update=changed) if changed else node
 
 
 def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
@@ -106,6 +166,39 @@ def fragments(nodes: Sequence[NodeView], rng: random.Random) -> str:
         j = rng.randint(0, i)
         parts[i], parts[j] = parts[j], parts[i]
     return f"<memory>{' / '.join(parts)}</memory>" if parts else ""
+
+
+@dataclass(frozen=True)
+class _SearchKey:
+    """A keyword search's terms and mode, and the cursors of its pages: the `seq` of the last node
+    a page returned (nodes come newest first by `seq`, which no read changes), tagged with the
+    search it belongs to so that a cursor is never applied to another search."""
+
+    words: Sequence[str]
+    mode: str
+
+    @property
+    def tag(self) -> str:
+        spelled = json.dumps([self.mode, list(self.words)], ensure_ascii=False)
+        return hashlib.sha256(spelled.encode("utf-8")).hexdigest()[:16]
+
+    def cursor(self, seq: int) -> str:
+        return base64.urlsafe_b64encode(f"{seq}:{self.tag}".encode()).decode().rstrip("=")
+
+    def read_cursor(self, cursor: str) -> int:
+        """The `seq` a page ended at; `InvalidInput` for a cursor of another search or none at all."""
+        try:
+            if len(cursor) > MAX_CURSOR_CHARS:
+                raise ValueError
+            seq, tag = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode().split(":")
+            after = int(seq)
+        except ValueError:
+            raise InvalidInput("the cursor is not one a search returned") from None
+        if tag != self.tag:
+            raise InvalidInput(
+                "the cursor belongs to another search: give the same terms and mode, or no cursor"
+            )
+        return after
 
 
 class Reading:
@@ -125,22 +218,29 @@ class Reading:
         self.e.views.ensure(names=views, being=being_id)
         return being_id
 
-    def reactivate(
-        self, being_id: UUID, rows: Sequence[dict[str, Any]], source: ReactivationSource
-    ) -> int | None:
-        """Reactivate the nodes of `rows` (view rows with an `id`) as `source` did; the log position."""
-        if not rows:
-            return None
+    def reactivate(self, being_id: UUID, ids: Sequence[str], source: ReactivationSource) -> Reactivation:
+        """Reactivate the nodes `ids` as `source` did, all in one command (one transaction)."""
+        if not ids:
+            return Reactivation(None)
 
-        def handle() -> int | None:
-            being, nodes = self.e.store.get_being_and_many(
-                MemoryNode, [UUID(r["id"]) for r in rows], being_id
-            )
+        def handle() -> Reactivation:
+            being, nodes = self.e.store.get_being_and_many(MemoryNode, [UUID(i) for i in ids], being_id)
             at = self.e.clock.now()
             for node in nodes:
                 node.reactivate(source, being.cycle, at)
             # A reactivation is a touch: its commit need not wait for the disk (ADR 0018).
-            return self.e.store.save(*nodes, durable=False)
+            position = self.e.store.save(*nodes, durable=False)
+            return Reactivation(
+                position,
+                {
+                    str(n.id): {
+                        "reactivation_count": n.reactivation_count,
+                        "last_activated_at": n.last_activated_at.isoformat(),
+                        "status": n.status,
+                    }
+                    for n in nodes
+                },
+            )
 
         with self._locks_lock:
             lock = self._reactivating.setdefault(being_id, threading.Lock())
@@ -185,22 +285,33 @@ class Reading:
         )
         rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
         nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
-        position = self.reactivate(being_id, [rows[n.id] for n in nodes], ReactivationSource.RECALL)
-        return Recalled(text=fragments(nodes, self.rng), nodes=nodes, position=position)
+        done = self.reactivate(being_id, [n.id for n in nodes], ReactivationSource.RECALL)
+        nodes = [done.applied(n) for n in nodes]
+        return Recalled(text=fragments(nodes, self.rng), nodes=nodes, position=done.position)
 
     def recall_memory(self, being_ref: str, cluster_id: UUID) -> Found:
-        """A cluster's nodes; active +1, dead +2."""
+        """A cluster's nodes, most recently activated first (before this read); active +1, dead +2."""
         being_id = self.being(being_ref)
         if self.e.views.read.cluster(being_id, cluster_id) is None:
             raise NotFound(f"cluster {cluster_id} not found")
         rows = self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
-        position = self.reactivate(being_id, rows, ReactivationSource.RECALL_MEMORY)
-        return Found(nodes=[NodeView.of(r) for r in rows], position=position)
+        done = self.reactivate(being_id, [r["id"] for r in rows], ReactivationSource.RECALL_MEMORY)
+        return Found(nodes=[done.applied(NodeView.of(r)) for r in rows], position=done.position)
 
     def search_memory(
-        self, being_ref: str, terms: Sequence[str] | str, mode: str = "or", limit: int = 50
-    ) -> Found:
-        """Keyword search (spec's fields and semantics); active +1, dead +2."""
+        self,
+        being_ref: str,
+        terms: Sequence[str] | str,
+        mode: str = "or",
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Searched:
+        """Keyword search (spec's fields and semantics), newest memories first, a page at a time.
+
+        Without `cursor`, the search reactivates every match (active +1, dead +2), however many, in
+        one command, and returns the first `limit`; with the `cursor` a page returned, the next page
+        of the same search, reactivating nothing more (ADR 0038).
+        """
         if mode not in ("or", "and"):
             raise InvalidInput("mode is 'or' or 'and'")
         words = terms.split() if isinstance(terms, str) else [t for t in terms if t.strip()]
@@ -210,12 +321,28 @@ class Reading:
             raise InvalidInput(f"at most {MAX_SEARCH_TERMS} search terms")
         for word in words:
             check_text("a search term", word)
-        if not 1 <= limit <= MAX_QUERY_K:
-            raise InvalidInput(f"limit is between 1 and {MAX_QUERY_K}")
+        if not 1 <= limit <= MAX_SEARCH_PAGE:
+            raise InvalidInput(f"limit is between 1 and {MAX_SEARCH_PAGE}")
+        search = _SearchKey(words, mode)
+        after = search.read_cursor(cursor) if cursor is not None else None
         being_id = self.being(being_ref)
-        rows = self.e.views.search.keywords(being_id, words, mode, limit)
-        position = self.reactivate(being_id, rows, ReactivationSource.SEARCH_MEMORY)
-        return Found(nodes=[NodeView.of(r) for r in rows], position=position)
+        matches = self.e.views.search.keywords(being_id, words, mode)
+        rest = matches if after is None else [m for m in matches if m[1] < after]
+        page = rest[:limit]
+        done = (
+            self.reactivate(being_id, [i for i, _ in matches], ReactivationSource.SEARCH_MEMORY)
+            if after is None
+            else Reactivation(None)
+        )
+        rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[UUID(i) for i, _ in page])}
+        nodes = [done.applied(NodeView.of(rows[i])) for i, _ in page if i in rows]
+        return Searched(
+            nodes=nodes,
+            position=done.position,
+            total=len(matches),
+            reactivated=len(matches) if after is None else 0,
+            cursor=search.cursor(page[-1][1]) if len(rest) > limit else None,
+        )
 
     def query(
         self,
@@ -269,32 +396,26 @@ class Reading:
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
-        position = (
-            self.reactivate(being_id, [full[h.id] for h in hits], ReactivationSource.QUERY)
-            if reactivate
-            else None
-        )
-        return Found(nodes=hits, position=position)
+        if not reactivate:
+            return Found(nodes=hits)
+        done = self.reactivate(being_id, [h.id for h in hits], ReactivationSource.QUERY)
+        return Found(nodes=[done.applied(h) for h in hits], position=done.position)
 
     # -- context -------------------------------------------------------------------------------
 
     def context(self, being_ref: str) -> ContextView:
+        """The spec's three blocks: 1-A (system prompt), 1-B (snapshot, also as a prefix message
+        pair) and 2-B (recent memories), as data and rendered."""
         being_id = self.being(being_ref)
         read = self.e.views.read
         being = read.being(being_id)
         assert being is not None
-        notes = read.notes(
-            being_id, kinds=["rule", "preference", "relationship", "todo", "reminder", "knowledge"]
-        )
+        notes = read.notes(being_id, kinds=CONTEXT_NOTE_KINDS)
         today = self.e.clock.now().date()
         since = (today - _dt.timedelta(days=DIARY_DAYS - 1)).isoformat()
-        system_prompt = {
-            "soul": being["soul"],
-            "think_md": being["think_md"],
-            "rules": [n["text"] for n in notes if n["kind"] == "rule" and n["enabled"]],
-            "preferences": [n["text"] for n in notes if n["kind"] == "preference" and n["enabled"]],
-            "relationships": [n["text"] for n in notes if n["kind"] == "relationship" and n["enabled"]],
-        }
+        system_prompt: dict[str, Any] = {"soul": being["soul"], "think_md": being["think_md"]}
+        for key, kind, _ in SYSTEM_PROMPT_NOTES:
+            system_prompt[key] = [n["text"] for n in notes if n["kind"] == kind and n["enabled"]]
         snapshot = {
             "unread": [
                 {"kind": n["kind"], "text": n["text"], "id": n["id"]}
@@ -319,31 +440,40 @@ class Reading:
             }
             for r in recent
         ]
+        system_text = render_system_prompt(system_prompt)
+        snapshot_text = render_snapshot(snapshot)
+        recent_text = render_recent(recent_nodes)
         return ContextView(
             being=being["name"],
             system_prompt=system_prompt,
             snapshot=snapshot,
             recent_nodes=recent_nodes,
-            text=render_context(system_prompt, snapshot, recent_nodes),
+            system_text=system_text,
+            messages=[
+                PrefixMessage(role="user", content=snapshot_text),
+                PrefixMessage(role="assistant", content=SNAPSHOT_ACKNOWLEDGED),
+            ],
+            recent_text=recent_text,
+            text="\n\n".join((system_text, snapshot_text, recent_text)),
         )
 
 
-def render_context(
-    system_prompt: dict[str, Any], snapshot: dict[str, Any], recent: list[dict[str, Any]]
-) -> str:
-    """The context as the being's model reads it: who it is, what is on its plate, what it recalls.
-    (The spec's blocks 1-A, 1-B and 2-B, in that order, with headings for the reader, not the spec.)"""
+# The context as the being's model reads it: who it is, what is on its plate, what it recalls (the
+# spec's blocks 1-A, 1-B and 2-B), with headings for the reader, not the spec.
+
+
+def render_system_prompt(system_prompt: dict[str, Any]) -> str:
     lines = ["# Who you are", system_prompt["soul"] or "(nobody has described you yet)"]
     if system_prompt["think_md"]:
         lines += ["", "## Notes from your last reflection", system_prompt["think_md"]]
-    for title, key in (
-        ("Rules you follow", "rules"),
-        ("Your preferences", "preferences"),
-        ("Your relationships", "relationships"),
-    ):
+    for key, _, title in SYSTEM_PROMPT_NOTES:
         if system_prompt[key]:
             lines += ["", f"## {title}", *(f"- {t}" for t in system_prompt[key])]
-    lines += ["", "# What is on your plate"]
+    return "\n".join(lines)
+
+
+def render_snapshot(snapshot: dict[str, Any]) -> str:
+    lines = ["# What is on your plate"]
     if snapshot["unread"]:
         lines += [
             "## Unread to-dos and reminders",
@@ -356,5 +486,12 @@ def render_context(
             f"## Your diary, the last {DIARY_DAYS} days",
             *(f"{d['date']}: {d['text']}" for d in snapshot["diary"]),
         ]
-    lines += ["", "# Recent memories", *(f"- {n['text']}" for n in recent)]
+    if len(lines) == 1:
+        lines.append(
+            f"Nothing: no unread to-do or reminder, no knowledge, no diary in the last {DIARY_DAYS} days."
+        )
     return "\n".join(lines)
+
+
+def render_recent(recent: list[dict[str, Any]]) -> str:
+    return "\n".join(["# Recent memories", *(f"- {n['text']}" for n in recent)])

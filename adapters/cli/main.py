@@ -222,12 +222,14 @@ NOTE_KINDS = [k.value for k in NoteKind]
     type=click.Path(path_type=Path, dir_okay=False),
     help="Scenes as JSON lines, one per line; imported in batches.",
 )
-@click.option("--text", "plain_text", help="A note's text; needs --kind (todo, rule, …).")
+@click.option("--text", "plain_text", help="A note's text; needs --kind (todo, rule, tool, …).")
 @click.option(
     "--kind",
     default=None,
     type=click.Choice(NOTE_KINDS),
-    help="The kind of a --text note. --scene and --file note scenes.",
+    help="The kind of a --text note. --scene and --file note scenes. The system prompt lists rule, "
+    "preference, relationship, tool (a tool the being can use) and map (an entry of its map: a place, "
+    "a person, a project); the snapshot todo, reminder and knowledge.",
 )
 @click.option("--key", "idempotency_key", help="Idempotency key: the same key twice gives the same note.")
 @click.option("--source-ref", help="Where the note came from, e.g. a message id.")

@@ -14,7 +14,7 @@ import click
 from engram.adapters.cli.output import emit_json, warn_if_embedder_changed
 from engram.domain.scene import Scene
 from engram.services.ranking import PROFILES
-from engram.services.reading import MAX_QUERY_K, NodeView
+from engram.services.reading import MAX_QUERY_K, MAX_SEARCH_PAGE, NodeView
 
 
 def node_line(node: NodeView) -> str:
@@ -44,7 +44,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def recall(ctx: Any, being_ref: str, text: str, *, as_json: bool) -> None:
         """What TEXT brings back to BEING: up to 3 similar memories as a <memory> fragment stream.
 
-        Prints nothing when no memory is close enough. Each recalled node is reactivated (+1).
+        Prints nothing when no memory is close enough. Each recalled node is reactivated (+1); --json
+        shows the nodes as this recall left them (their reactivation count after the increment).
         """
         result = ctx.engram.reading.recall(being_ref, text)
         warn_if_embedder_changed(ctx.engram)
@@ -80,23 +81,47 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         show_default=True,
         help="or: any term matches; and: every term matches (in any field).",
     )
-    @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, MAX_QUERY_K))
+    @click.option(
+        "--limit",
+        default=50,
+        show_default=True,
+        type=click.IntRange(1, MAX_SEARCH_PAGE),
+        help="Memories per page.",
+    )
+    @click.option(
+        "--cursor",
+        default=None,
+        help="The next page of the same search: the cursor the previous page printed.",
+    )
     @command
     def search(
-        ctx: Any, being_ref: str, terms: tuple[str, ...], mode: str, limit: int, *, as_json: bool
+        ctx: Any,
+        being_ref: str,
+        terms: tuple[str, ...],
+        mode: str,
+        limit: int,
+        cursor: str | None,
+        *,
+        as_json: bool,
     ) -> None:
         """Keyword search: each TERM, case-insensitively, as a substring of the
         action, the feeling or the `when` entries, or equal to a theme.
 
-        Quote a TERM to search a phrase. Matching nodes are reactivated (+1, dead +2).
+        Quote a TERM to search a phrase. Newest memories first, a page at a time. The search
+        reactivates every matching memory (+1, dead +2), not only the page it prints; the next pages,
+        read with --cursor, reactivate nothing more.
         """
-        result = ctx.engram.reading.search_memory(being_ref, list(terms), mode=mode, limit=limit)
+        result = ctx.engram.reading.search_memory(
+            being_ref, list(terms), mode=mode, limit=limit, cursor=cursor
+        )
         if as_json:
             emit_json(result.model_dump())
             return
         if not result.nodes:
             click.echo("no memory matches", err=True)
         _print_nodes(result.nodes)
+        if result.cursor is not None:
+            click.echo(f"{result.total} memories match; next page: --cursor {result.cursor}", err=True)
 
     @cli.command("query")
     @click.argument("being_ref", metavar="BEING")
@@ -147,7 +172,12 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @click.argument("being_ref", metavar="BEING")
     @command
     def context(ctx: Any, being_ref: str, *, as_json: bool) -> None:
-        """The conversation context of BEING: system prompt, snapshot and recent memories, ready to use."""
+        """The conversation context of BEING: system prompt, snapshot and recent memories, ready to use.
+
+        --json gives each block as data and rendered: `system_text` (the system prompt), `messages`
+        (the snapshot as a user + assistant message pair to start a conversation with) and
+        `recent_text` (to inject with each turn); `text` is the three together.
+        """
         result = ctx.engram.reading.context(being_ref)
         if as_json:
             emit_json(result.model_dump())

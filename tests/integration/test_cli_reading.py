@@ -64,6 +64,16 @@ def test_recall_prints_the_memory_block_or_nothing(aria: Run) -> None:
     data = json.loads(out)
     assert data["text"].startswith("<memory>") and len(data["nodes"]) == 3 and data["position"]
     assert all(n["score"] > 0.2 and n["id"] and n["cluster_id"] for n in data["nodes"])
+    # --json shows each node as this recall left it: the plain recall above and this one make 2, the
+    # count after this recall's increment (issue #16, item 8)
+    assert all(n["reactivation_count"] == 2 for n in data["nodes"])
+    again = json.loads(aria("recall", "Aria", "tomatoes in the garden", "--json")[1])
+    assert [n["id"] for n in again["nodes"]] == [n["id"] for n in data["nodes"]]
+    assert all(n["reactivation_count"] == 3 for n in again["nodes"])
+    assert all(
+        n["last_activated_at"] > m["last_activated_at"]
+        for n, m in zip(again["nodes"], data["nodes"], strict=True)
+    )
     code, out, err = aria("recall", "Aria", "xylophone quartz zeppelin")
     assert code == 0 and out == "" and err == ""
     assert json.loads(aria("recall", "Aria", "xylophone", "--json")[1]) == {
@@ -108,10 +118,26 @@ def test_search_and_recall_cluster(aria: Run) -> None:
     assert code == 0 and out == "" and "no memory matches" in err
     data = json.loads(aria("search", "Aria", "work", "--json")[1])
     assert [n["action"] for n in data["nodes"]] == [FAUCET]
-    # "basil faucet" reached it once; the result shows the node as it was before this search
-    assert data["nodes"][0]["reactivation_count"] == 1
+    assert (data["total"], data["reactivated"], data["cursor"]) == (1, 1, None)
+    # "basil faucet" reached it once; the result shows the node as this search left it
+    assert data["nodes"][0]["reactivation_count"] == 2
     again = json.loads(aria("search", "Aria", "work", "--json")[1])
-    assert again["nodes"][0]["reactivation_count"] == 2
+    assert again["nodes"][0]["reactivation_count"] == 3
+    # pages: newest first; the cursor is printed on stderr, its pages reactivate nothing
+    before = _log_length(aria)
+    _, out, err = aria("search", "Aria", "garden", "--limit", "2")
+    assert len(out.strip().splitlines()) == 2 and BASIL in out  # the newest garden scene
+    assert "3 memories match; next page: --cursor " in err
+    cursor = err.rsplit("--cursor ", 1)[1].strip()
+    middle = _log_length(aria)
+    assert middle > before
+    _, out, err = aria("search", "Aria", "garden", "--limit", "2", "--cursor", cursor)
+    assert len(out.strip().splitlines()) == 1 and "tomatoes" in out and err == ""
+    assert _log_length(aria) == middle
+    code, _, err = aria("search", "Aria", "basil", "--cursor", cursor, ok=False)
+    assert code == 2 and "another search" in err
+    code, _, err = aria("search", "Aria", "garden", "--limit", "101", ok=False)
+    assert code == 2
     cluster = data["nodes"][0]["cluster_id"]
     _, out, _ = aria("recall-cluster", "Aria", cluster)
     assert FAUCET in out and cluster not in out
@@ -127,10 +153,22 @@ def test_search_and_recall_cluster(aria: Run) -> None:
 
 
 def test_context_prints_the_ready_text(aria: Run) -> None:
+    _, out, _ = aria("note", "Aria", "--kind", "map", "--text", "Greenhouse: behind the house")
+    assert out.startswith("noted map ")
+    aria("note", "Aria", "--kind", "tool", "--text", "calendar: books appointments")
     _, out, _ = aria("context", "Aria")
+    assert "\n\n## Tools you can use\n- calendar: books appointments\n\n## Your map\n- Greenhouse" in out
     assert out.startswith("# Who you are\nCurious, warm, dry humour.")
     assert "[todo] Renew the passport" in out
     assert "# Recent memories" in out and f"— {FAUCET} — (annoyed)" in out
     data = json.loads(aria("context", "Aria", "--json")[1])
     assert data["being"] == "Aria" and data["text"] == out.rstrip("\n")
+    # Block 1-B as the prefix pair to start a conversation with, beside the rendered text
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant"]
+    assert data["messages"][0]["content"].startswith("# What is on your plate")
+    assert "[todo] Renew the passport" in data["messages"][0]["content"]
+    assert data["messages"][1]["content"]
+    assert (
+        data["system_text"].startswith("# Who you are") and "What is on your plate" not in data["system_text"]
+    )
     assert len(data["recent_nodes"]) == 4 and data["snapshot"]["unread"][0]["text"] == "Renew the passport"

@@ -362,6 +362,11 @@ def test_recall_search_query_and_context(world: World) -> None:
     recalled = _ok(c.post("/v1/beings/Aria/recall", json={"query": "planted tomatoes with Mina"}))
     assert recalled["text"].startswith("<memory>") and "tomatoes" in recalled["text"]
     assert recalled["nodes"] and recalled["position"] is not None
+    again = _ok(c.post("/v1/beings/Aria/recall", json={"query": "planted tomatoes with Mina"}))
+    # each node as the recall left it: its count after the increment
+    assert [n["reactivation_count"] for n in again["nodes"]] == [
+        n["reactivation_count"] + 1 for n in recalled["nodes"]
+    ]
     _problem(c.post("/v1/beings/Aria/recall", json={"query": ""}), 422, "invalid_input")
     _problem(c.post("/v1/beings/Aria/recall", json={"query": "x" * 4001}), 422, "invalid_input")
     _problem(c.post("/v1/beings/Aria/recall", json={"query": "   "}), 422, "invalid_input")
@@ -370,6 +375,18 @@ def test_recall_search_query_and_context(world: World) -> None:
     assert len(found["nodes"]) == 2
     assert _ok(c.get("/v1/beings/Aria/search", params={"q": "tomatoes ridge", "mode": "and"}))["nodes"] == []
     assert len(_ok(c.get("/v1/beings/Aria/search", params={"q": "climbing", "limit": 1}))["nodes"]) == 1
+    three = {"q": "tomatoes ridge bread", "limit": 2}
+    first = _ok(c.get("/v1/beings/Aria/search", params=three))
+    assert (len(first["nodes"]), first["total"], first["reactivated"]) == (2, 3, 3) and first["cursor"]
+    rest = _ok(c.get("/v1/beings/Aria/search", params={**three, "cursor": first["cursor"]}))
+    assert (len(rest["nodes"]), rest["total"], rest["reactivated"], rest["cursor"]) == (1, 3, 0, None)
+    assert {n["id"] for n in first["nodes"] + rest["nodes"]} == set(world.nodes["Aria"])
+    _problem(
+        c.get("/v1/beings/Aria/search", params={"q": "bread", "cursor": first["cursor"]}),
+        422,
+        "invalid_input",
+    )
+    _problem(c.get("/v1/beings/Aria/search", params={"q": "bread", "limit": 101}), 422, "invalid_input")
     _problem(c.get("/v1/beings/Aria/search", params={"q": "x", "mode": "xor"}), 422, "invalid_input")
     _problem(c.get("/v1/beings/Aria/search"), 422, "invalid_input")
     _problem(c.get("/v1/beings/Aria/search", params={"q": " ".join(["w"] * 21)}), 422, "invalid_input")
@@ -385,9 +402,21 @@ def test_recall_search_query_and_context(world: World) -> None:
     )
     _problem(c.post("/v1/beings/Aria/query", json={"query": "bread", "k": 0}), 422, "invalid_input")
 
+    for kind, text in (("tool", "calendar: books appointments"), ("map", "Greenhouse: behind the house")):
+        assert _ok(c.post("/v1/beings/Aria/notes", json={"kind": kind, "text": text}), 201)["kind"] == kind
     context = _ok(c.get("/v1/beings/Aria/context"))
     assert context["system_prompt"]["soul"] == "Aria is curious and warm."
     assert "Aria is curious and warm." in context["text"] and len(context["recent_nodes"]) == len(MEMORIES)
+    assert context["system_prompt"]["tools"] == ["calendar: books appointments"]
+    assert context["system_prompt"]["map"] == ["Greenhouse: behind the house"]
+    assert context["system_text"].endswith(
+        "## Tools you can use\n- calendar: books appointments\n\n## Your map\n- Greenhouse: behind the house"
+    )
+    assert [m["role"] for m in context["messages"]] == ["user", "assistant"]
+    assert context["messages"][0]["content"].startswith("# What is on your plate")
+    assert context["text"] == "\n\n".join(
+        (context["system_text"], context["messages"][0]["content"], context["recent_text"])
+    )
 
 
 def test_nodes_clusters_pins_and_patrol_runs(world: World) -> None:

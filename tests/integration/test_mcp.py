@@ -37,7 +37,7 @@ SCENES = [
     scene("Fixed the leaking bathroom faucet", "2026-05-04", feeling="annoyed", themes=["work"]),
     scene("Ran the half marathon with Lena", [{"date": "Day7", "action": "Hashi"}], feeling="exhausted"),
 ]
-TOOLS = {"recall", "recall_memory", "search_memory", "query", "note_scene", "context"}
+TOOLS = {"recall", "recall_memory", "search_memory", "query", "note_scene", "note", "context"}
 
 
 def _engram_command() -> list[str]:
@@ -125,6 +125,19 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "search_and": ("search_memory", {"query": ["garden", "hopeful"], "mode": "and"}),
             "search_when": ("search_memory", {"query": "day7"}),
             "search_empty": ("search_memory", {"query": "  "}),
+            "search_page": ("search_memory", {"query": "garden", "limit": 3}),
+            "search_bad_cursor": ("search_memory", {"query": "garden", "cursor": "nonsense"}),
+            "note_tool": ("note", {"kind": "tool", "text": "calendar: books appointments"}),
+            "note_map": (
+                "note",
+                {"kind": "map", "text": "Greenhouse: behind the house", "idempotency_key": "g"},
+            ),
+            "note_map_again": (
+                "note",
+                {"kind": "map", "text": "Greenhouse: behind the house", "idempotency_key": "g"},
+            ),
+            "note_scene_kind": ("note", {"kind": "scene", "text": "x"}),
+            "note_empty": ("note", {"kind": "todo", "text": ""}),
             "note": (
                 "note_scene",
                 {
@@ -157,6 +170,10 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         out = {}
         for key, (name, args) in names.items():
             out[key] = await session.call_tool(name, args)
+        cursor = out["search_page"].structured_content["cursor"]
+        out["search_next"] = await session.call_tool(
+            "search_memory", {"query": "garden", "limit": 3, "cursor": cursor}
+        )
         cluster = out["query"].structured_content["memories"][0]["cluster_id"]
         out["cluster"] = await session.call_tool("recall_memory", {"cluster_id": cluster})
         return out
@@ -174,6 +191,9 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         "query_k0",
         "query_profile",
         "search_empty",
+        "search_bad_cursor",
+        "note_scene_kind",
+        "note_empty",
         "note_invalid",
         "cluster_unknown",
         "cluster_other_being",
@@ -204,8 +224,26 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
     assert ok["note_again"].structured_content["duplicate"] is True
     assert ok["note_again"].structured_content["note_id"] == note["note_id"]
     assert ok["note_prose"].structured_content["parsed"] is False and "repair" in _text(ok["note_prose"])
-    # context: the ready text
+    # search_memory pages: every match counted, the next page by cursor
+    page = ok["search_page"].structured_content
+    assert (len(page["memories"]), page["total"]) == (3, 4) and page["cursor"]
+    assert f"cursor {page['cursor']}" in _text(ok["search_page"])
+    rest = ok["search_next"].structured_content
+    assert (len(rest["memories"]), rest["total"], rest["cursor"]) == (1, 4, None)
+    assert {m["id"] for m in page["memories"] + rest["memories"]} == {m["id"] for m in found}
+    assert "cursor" in errors["search_bad_cursor"]
+    # note: the kinds that are not scenes; tool and map entries reach the system prompt
+    assert ok["note_tool"].structured_content["kind"] == "tool"
+    assert _text(ok["note_tool"]).startswith("noted tool ")
+    assert ok["note_map_again"].structured_content["duplicate"] is True
+    assert "note_scene_kind" in errors and "note_empty" in errors
+    # context: the ready text, the blocks, and the snapshot as a prefix message pair
     assert _text(ok["context"]).startswith("# Who you are\nCurious, warm, dry humour.")
+    context = ok["context"].structured_content
+    assert context["system_prompt"]["tools"] == ["calendar: books appointments"]
+    assert context["system_prompt"]["map"] == ["Greenhouse: behind the house"]
+    assert [m["role"] for m in context["messages"]] == ["user", "assistant"]
+    assert context["messages"][0]["content"].startswith("# What is on your plate")
     # errors carry their reason
     assert "not_found" in errors["cluster_unknown"] and "not found" in errors["cluster_other_being"]
     assert "uuid" in errors["cluster_bad"].lower()
@@ -245,3 +283,12 @@ def test_unknown_being_is_refused_before_serving(tmp_path: Path) -> None:
     assert done.returncode == 3 and "being 'Nobody' not found" in done.stderr
     assert done.stdout == ""
     assert "Traceback" not in done.stderr
+
+
+def test_the_note_tool_takes_every_kind_but_scene() -> None:
+    from typing import get_args
+
+    from engram.adapters.mcp.server import NoteKindName
+    from engram.domain.note import NoteKind
+
+    assert set(get_args(NoteKindName)) == {k.value for k in NoteKind} - {"scene"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from tokenizers import Tokenizer
 
 import engram.adapters.embedders
 from engram.adapters.embedders import MiniLMEmbedder
+from engram.adapters.embedders.minilm_model import ModelSettings, load_in_background, shared_model
 from engram.adapters.embedders.offline_minilm import MODEL_SHA256, default_model_path
 from engram.domain.embedding import Embedding
 from engram.services.ports import Embedder, EmbedderError
@@ -170,3 +172,36 @@ def test_a_batch_of_long_texts_leaves_no_buffers_behind(embedder: MiniLMEmbedder
     after = _rss_bytes()
     assert len(vectors) == 32 and all(abs(_norm(v) - 1) < 1e-3 for v in vectors)
     assert after - before < 150 * 1024 * 1024, f"RSS grew by {(after - before) >> 20} MiB"
+
+
+def test_embedders_with_equal_settings_share_one_loaded_model(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    shutil.copyfile(default_model_path(), path)
+    first, second = MiniLMEmbedder(model_path=path), MiniLMEmbedder(model_path=path)
+    assert first.embed([CAT])[0].data == second.embed([CAT])[0].data
+    assert shared_model(ModelSettings(path=path)).session is first._load().session is second._load().session
+    other_threads = MiniLMEmbedder(model_path=path, intra_op_threads=1)
+    assert other_threads._load().session is not first._load().session
+
+
+def test_a_load_started_in_the_background_is_the_one_the_embedder_uses(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    shutil.copyfile(default_model_path(), path)
+    load_in_background(ModelSettings(path=path))
+    load_in_background(ModelSettings(path=path))  # already loading: no second thread
+    loading = [t for t in threading.enumerate() if t.name == "minilm-load"]
+    assert len(loading) <= 1 and all(t.daemon for t in loading)
+    embedder = MiniLMEmbedder(model_path=path)
+    assert embedder.embed([CAT])[0].dim == 384
+    assert embedder._load() is shared_model(ModelSettings(path=path))
+
+
+def test_a_failed_background_load_is_reported_by_the_command_and_tried_again(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    load_in_background(ModelSettings(path=path))  # the file is not there yet: fails quietly
+    for thread in [t for t in threading.enumerate() if t.name == "minilm-load"]:
+        thread.join(timeout=60)
+    with pytest.raises(EmbedderError, match="cannot read the MiniLM model"):
+        MiniLMEmbedder(model_path=path).embed(["x"])
+    shutil.copyfile(default_model_path(), path)  # the file is back: the failure was not kept
+    assert MiniLMEmbedder(model_path=path).embed(["x"])[0].dim == 384

@@ -175,7 +175,7 @@ def test_changes_are_read_through_the_being_position_index_on_sqlite(
         being_id, nodes = prepare(e)
         e.views.read.ranking(being_id)
         reading = Reading(e)
-        reading.reactivate(being_id, [{"id": nodes[FAUCET]}], ReactivationSource.QUERY)
+        reading.reactivate(being_id, [nodes[FAUCET]], ReactivationSource.QUERY)
         e.views.ensure()
         statements: list[tuple[str, list[Any]]] = []
         original = sqlite_db._Conn.query

@@ -22,7 +22,7 @@ from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode
 from engram.services.bootstrap import Engram
 from engram.services.errors import NotFound
-from engram.services.reading import Reading
+from engram.services.reading import SNAPSHOT_ACKNOWLEDGED, Reading
 from engram.services.thresholds import thresholds_for
 from tests.patrol_support import note_scenes, scene
 
@@ -131,18 +131,27 @@ def test_recall_reactivates_each_returned_node_once(engram: Engram) -> None:
     assert returned == {ids[PLANTED], ids[WATERED], ids[HARVESTED]}
     after = counts(engram, being_id)
     assert {i: after[i] - before[i] for i in after} == {i: int(i in returned) for i in after}
+    # the result shows each node as the recall left it, its count after the increment (item 8)
+    assert [n.reactivation_count for n in result.nodes] == [after[n.id] for n in result.nodes] == [1, 1, 1]
+    again = engram.reading.recall("Aria", "tomatoes in the garden")
+    assert [n.reactivation_count for n in again.nodes] == [2, 2, 2]
+    assert [n.reactivation_count for n in again.nodes] == [
+        counts(engram, being_id)[n.id] for n in again.nodes
+    ]
+    before, after = after, counts(engram, being_id)
     cycle = engram.store.get(Being, being_id).cycle
     for node_id in returned:
         node = engram.store.get(MemoryNode, UUID(node_id), being_id=being_id)
         last = engram.store.events(UUID(node_id))[-1]
         assert type(last).__name__ == "Reactivated" and last.increment == 1 and last.source == "recall"
-        assert node.reactivation_count == 1
+        assert node.reactivation_count == 2
+        assert [n.last_activated_at for n in again.nodes if n.id == node_id] == [last.timestamp.isoformat()]
         assert node.last_activated_cycle == cycle == 1
         assert node.last_activated_at == last.timestamp
         row = node_row(engram, being_id, node_id)
         assert row["last_activated_at"] == last.timestamp.isoformat()
         assert row["last_activated_cycle"] == cycle
-    assert result.position == engram.store.head()
+    assert again.position == engram.store.head()
 
 
 def test_recall_fragments_are_a_seeded_fisher_yates_shuffle(engram: Engram) -> None:
@@ -198,6 +207,8 @@ def test_recall_memory_adds_one_to_live_nodes_and_two_to_dead_ones(engram: Engra
     after = counts(engram, being_id)
     expected = {i: (2 if i == ids[PLANTED] else 1) if i in members else 0 for i in after}
     assert {i: after[i] - before[i] for i in after} == expected
+    assert {n.id: n.reactivation_count for n in result.nodes} == {i: after[i] for i in members}
+    assert {n.id: n.status for n in result.nodes}[ids[WATERED]] == "active"  # as the read left it
     assert node_row(engram, being_id, ids[PLANTED])["status"] == "dead"  # revived by ❺, not by the read
     assert node_row(engram, being_id, ids[WATERED])["status"] == "active"
     with pytest.raises(NotFound):
@@ -260,6 +271,61 @@ def test_search_memory_adds_one_to_live_nodes_and_two_to_dead_ones(engram: Engra
     assert {i: after[i] - before[i] for i in after} == expected
     last = engram.store.events(UUID(ids[PLANTED]))[-1]
     assert last.source == "search_memory" and last.increment == 2
+    assert {n.id: n.reactivation_count for n in found.nodes} == {n.id: after[n.id] for n in found.nodes}
+
+
+WEEDED = [f"Weeded garden bed {i}" for i in range(130)]  # more matches than the old cap (100)
+
+
+def test_search_memory_reactivates_every_match_in_one_command_and_pages_the_rest(engram: Engram) -> None:
+    being_id, ids = prepare(engram, scenes=[*SCENES, *(scene(a, "2026-06-01") for a in WEEDED)])
+    matching = {i for action, i in ids.items() if "garden" in action}
+    dead = {ids[PLANTED], ids[WEEDED[7]]}
+    assert len(matching) == 134
+    for node_id in dead:
+        set_status(engram, being_id, node_id, "dead")
+    before, head = counts(engram, being_id), engram.store.head()
+
+    first = engram.reading.search_memory("Aria", ["garden"], limit=50)
+    assert (first.total, first.reactivated, len(first.nodes)) == (134, 134, 50)
+    after = counts(engram, being_id)
+    expected = {i: (2 if i in dead else 1) if i in matching else 0 for i in after}
+    assert {i: after[i] - before[i] for i in after} == expected
+    # one command: 134 events and nothing else, all stamped with the command's one instant
+    written = engram.audit.log(being="Aria", after=head, limit=1000)
+    assert len(written) == 134 and first.position == engram.store.head()
+    last = [engram.store.events(UUID(i))[-1] for i in matching]
+    assert {e.source for e in last} == {"search_memory"} and len({e.timestamp for e in last}) == 1
+    assert all(n.reactivation_count == after[n.id] for n in first.nodes)
+
+    # The next pages: a read in between changes which nodes were activated last, not the pages,
+    # and the pages reactivate nothing more.
+    engram.reading.recall("Aria", "weeded garden bed 3")
+    between = counts(engram, being_id)
+    seen, sizes, cursor = [n.id for n in first.nodes], [50], first.cursor
+    while cursor is not None:
+        page = engram.reading.search_memory("Aria", ["garden"], limit=50, cursor=cursor)
+        assert (page.total, page.reactivated, page.position) == (134, 0, None)
+        seen += [n.id for n in page.nodes]
+        sizes.append(len(page.nodes))
+        cursor = page.cursor
+    assert sizes == [50, 50, 34] and counts(engram, being_id) == between
+    assert len(seen) == len(set(seen)) and set(seen) == matching
+    seq = {r["id"]: r["seq"] for r in engram.views.read.nodes(being_id)}
+    assert [seq[i] for i in seen] == sorted((seq[i] for i in matching), reverse=True)  # newest first
+
+    with pytest.raises(InvalidInput, match="another search"):
+        engram.reading.search_memory("Aria", ["tomat"], cursor=first.cursor)
+    with pytest.raises(InvalidInput, match="another search"):
+        engram.reading.search_memory("Aria", ["garden"], mode="and", cursor=first.cursor)
+    for bad in ("nonsense!", "x" * 201, "MTI"):
+        with pytest.raises(InvalidInput, match="cursor"):
+            engram.reading.search_memory("Aria", ["garden"], cursor=bad)
+    for limit in (0, 101):
+        with pytest.raises(InvalidInput, match="limit"):
+            engram.reading.search_memory("Aria", ["garden"], limit=limit)
+    nothing = engram.reading.search_memory("Aria", ["xylophone"])
+    assert (nothing.nodes, nothing.total, nothing.cursor, nothing.position) == ([], 0, None, None)
 
 
 # -- query -----------------------------------------------------------------------------------------
@@ -299,6 +365,7 @@ def test_query_reactivates_unless_told_not_to(engram: Engram) -> None:
     after = counts(engram, being_id)
     returned = {n.id for n in result.nodes}
     assert {i: after[i] - before[i] for i in after} == {i: int(i in returned) for i in after}
+    assert all(n.reactivation_count == after[n.id] for n in result.nodes)
 
 
 def test_query_dead_nodes_only_on_request(engram: Engram) -> None:
@@ -359,6 +426,10 @@ def test_context_blocks(engram: Engram) -> None:
     engram.notes.set_enabled("Aria", UUID(disabled), False)
     note("preference", "Likes short answers")
     note("relationship", "Mina is my neighbour")
+    note("tool", "calendar: reads and books Mina's appointments")
+    unused = note("tool", "fax: sends faxes")
+    engram.notes.set_enabled("Aria", UUID(unused), False)
+    note("map", "Greenhouse: behind the house, the lemon tree lives there")
     note("todo", "Renew the passport")
     done = note("todo", "Buy potting soil")
     engram.notes.mark_read("Aria", UUID(done))
@@ -382,7 +453,31 @@ def test_context_blocks(engram: Engram) -> None:
         "rules": ["Answer in English"],
         "preferences": ["Likes short answers"],
         "relationships": ["Mina is my neighbour"],
+        "tools": ["calendar: reads and books Mina's appointments"],
+        "map": ["Greenhouse: behind the house, the lemon tree lives there"],
     }
+    # Block 1-A lists the partner's tools and map entries in their own sections, after the rules,
+    # preferences and relationships (spec, "Context Structure").
+    headings = [line for line in view.system_text.splitlines() if line.startswith("## ")]
+    assert headings == [
+        "## Notes from your last reflection",
+        "## Rules you follow",
+        "## Your preferences",
+        "## Your relationships",
+        "## Tools you can use",
+        "## Your map",
+    ]
+    assert "- calendar: reads and books Mina's appointments\n\n## Your map\n- Greenhouse" in view.system_text
+    assert "fax" not in view.text
+    # Block 1-B: a user + assistant prefix pair, the snapshot rendered and acknowledged.
+    assert [m.role for m in view.messages] == ["user", "assistant"]
+    snapshot_text = view.messages[0].content
+    assert snapshot_text.startswith("# What is on your plate\n## Unread to-dos and reminders")
+    assert "- [todo] Renew the passport" in snapshot_text and "- Tomatoes need full sun" in snapshot_text
+    assert "diary 6 days ago" in snapshot_text and "Rules you follow" not in snapshot_text
+    assert view.messages[1].content == SNAPSHOT_ACKNOWLEDGED
+    assert view.recent_text.startswith("# Recent memories\n- ")
+    assert view.text == f"{view.system_text}\n\n{snapshot_text}\n\n{view.recent_text}"
     assert [(n["kind"], n["text"]) for n in view.snapshot["unread"]] == [
         ("todo", "Renew the passport"),
         ("reminder", "Mina's birthday on Friday"),
@@ -408,6 +503,35 @@ def test_context_blocks(engram: Engram) -> None:
         assert block in view.text
     for absent in ("Never mention the weather", "Buy potting soil", "diary 7 days ago", MARATHON):
         assert absent not in view.text
+
+
+def test_tool_and_map_notes_go_to_the_system_prompt_and_never_become_memories(engram: Engram) -> None:
+    from engram.services.commands import NoteInput
+
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    empty = engram.reading.context("Aria")
+    assert empty.system_prompt["tools"] == empty.system_prompt["map"] == []
+    assert empty.messages[0].content == (
+        "# What is on your plate\nNothing: no unread to-do or reminder, no knowledge, no diary in the last 7 days."
+    )
+    taken = engram.notes.take_many(
+        "Aria",
+        [
+            NoteInput(kind="tool", text="calendar: books appointments"),
+            NoteInput(kind="map", text="Greenhouse: behind the house"),
+            NoteInput(text=scene(FAUCET, "2026-05-04")),
+        ],
+    )
+    assert [(t.kind, t.parsed) for t in taken.notes] == [("tool", None), ("map", None), ("scene", True)]
+    engram.patrol("Aria")
+    engram.views.ensure()
+    assert [r["action"] for r in engram.views.read.nodes(being_id)] == [FAUCET]
+    kinds = {n["kind"]: n["parse_status"] for n in engram.views.read.notes(being_id)}
+    assert kinds == {"tool": "not_applicable", "map": "not_applicable", "scene": "processed"}
+    view = engram.reading.context("Aria")
+    assert view.system_prompt["tools"] == ["calendar: books appointments"]
+    assert view.system_prompt["map"] == ["Greenhouse: behind the house"]
+    assert "behind the house" not in view.messages[0].content and "calendar" not in view.recent_text
 
 
 # -- tenancy ---------------------------------------------------------------------------------------

@@ -28,6 +28,8 @@ def test_the_module_example_runs(
     ]
     assert out[1].endswith(" Planted tomatoes with Mina") and float(out[1].split()[0]) > 0
     assert "Curious, warm, dry humour." in out and "- [todo] Renew the passport" in out
+    assert "1 None" in out  # search_memory's total and (no further page) cursor
+    assert "## Tools you can use" in out and "- calendar: reads and books appointments" in out
     assert "- 2026-05-02 — Planted tomatoes with Mina — (hopeful)" in out
     assert (tmp_path / "engram-data" / "events.sqlite3").exists()
 

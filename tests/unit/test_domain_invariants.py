@@ -215,6 +215,18 @@ def test_scene_note_keeps_raw_text_and_failures(world) -> None:
         Note.take(uuid4(), being.id, "diary", "x", at(1))
 
 
+@pytest.mark.parametrize("kind", ["tool", "map"])
+def test_tool_and_map_notes_hold_no_scene(world, kind: str) -> None:
+    being, _, _ = world
+    note = Note.take(uuid4(), being.id, kind, "calendar: books appointments", at(1))
+    assert note.kind == kind and note.parse_status == ParseStatus.NOT_APPLICABLE
+    for becomes_a_node in (note.scene_input, lambda: note.mark_processed(uuid4(), at(2))):
+        with pytest.raises(InvalidTransition, match=f"a {kind} note"):
+            becomes_a_node()
+    with pytest.raises(InvalidInput, match="tool, map"):
+        Note.take(uuid4(), being.id, "maps", "x", at(1))
+
+
 def test_patrol_run_steps_and_decisions(world) -> None:
     being, _, _ = world
     run = PatrolRun.start(being.id, 1, None, at(1))
