@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from engram.domain.cluster import MAX_CLUSTER_NAME_CHARS, Cluster
+from engram.domain.embedding import Embedding
 from engram.domain.errors import DomainError, InvalidScene
 from engram.domain.ids import node_id_for_note
 from engram.domain.node import MemoryNode
@@ -16,6 +17,7 @@ from engram.domain.patrol_run import PatrolStep
 from engram.domain.scene import ParseFailure, SceneInput, validate_scene_object
 from engram.projections.engine import fewer_gc_passes
 from engram.projections.sql import chunks
+from engram.projections.vectors import VectorQueries
 from engram.services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
 from engram.services.patrol.grouping import (
     classify_root_fallback,
@@ -86,6 +88,17 @@ def _repair_failed_notes(ctx: StepContext) -> None:
         ctx.save(note, run)
 
 
+def nearest_subcluster(
+    vectors: VectorQueries, being_id: UUID, vector: Embedding, roots: Sequence[UUID], threshold: float
+) -> tuple[str, float] | None:
+    """Spec ❶.5: the sub-cluster whose centroid is the most similar to `vector`, at or above the
+    cluster threshold, with its similarity; None sends the node to a root."""
+    hits = vectors.similar_clusters(
+        being_id, vector.model, StepContext.vec(vector.data), 1, exclude=roots, threshold=threshold - EPS
+    )
+    return (str(hits[0][0]), hits[0][1]) if hits else None
+
+
 def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     """Spec ❶."""
     if ctx.llm is not None:
@@ -124,16 +137,9 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
         aggregates: list[Any] = []
         decisions: list[tuple[str, dict[str, Any]]] = []
         for (note, scene), vector in part:
-            hits = ctx.vectors.similar_clusters(
-                ctx.being_id,
-                vector.model,
-                ctx.vec(vector.data),
-                1,
-                exclude=exclude,
-                threshold=ctx.thresholds.cluster - EPS,
-            )
-            if hits:
-                cluster_id = str(hits[0][0])
+            hit = nearest_subcluster(ctx.vectors, ctx.being_id, vector, exclude, ctx.thresholds.cluster)
+            if hit is not None:
+                cluster_id = hit[0]
                 ctx.count("assigned_to_subcluster")
             else:
                 root = classify_root_fallback(scene.scene.action, scene.themes)

@@ -27,6 +27,9 @@ from engram.services.patrol.prompts import (
 
 MAX_NODES_IN_PROMPT = 150
 SPLIT_ABOVE = 10
+MAX_SCENES_IN_DIARY_PROMPT = 100
+MAX_NOTE_CHARS_IN_DIARY_PROMPT = 2000
+NO_SCENE_NOTES = "no scene notes this cycle"
 
 
 def _record(
@@ -154,18 +157,36 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
     return ctx.counts
 
 
+def scene_notes_taken_up(ctx: StepContext) -> list[dict[str, Any]]:
+    """The scene notes this cycle's ❶ took up (ADR 0040), as the diary shows them: the nodes it made of
+    them (whatever became of those since), then the notes that stayed unparsed, by their text.
+
+    A failed note whose one repair attempt was spent in an earlier cycle is not taken up again: it
+    would otherwise bring a diary, and an LLM call, to every patrol while it lies there.
+    """
+    run = ctx.run()
+    nodes = ctx.read.nodes(ctx.being_id, created_since=run.created_on.isoformat())
+    failed = [
+        {"action": n["text"][:MAX_NOTE_CHARS_IN_DIARY_PROMPT], "feeling": ""}
+        for n in ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="failed")
+        if not n["repair_attempts"] or run.decision("repair_scene", n["id"]) is not None
+    ]
+    return [*nodes, *failed]
+
+
 def diary(ctx: StepContext) -> dict[str, int] | Skip:
-    """A 3-5 line diary entry for the patrol's date and 3-7 notes as `think_md`."""
+    """After ❼, when this cycle took up any scene notes: a 3-5 line diary entry for the patrol's date
+    and 3-7 notes as `think_md`."""
     assert ctx.llm is not None
     run = ctx.run()
     subject = run.created_on.date().isoformat()
     if run.decision("write_diary", subject) is not None:
         return ctx.counts
-    scenes = ctx.read.nodes(ctx.being_id, created_since=run.created_on.isoformat())
+    scenes = scene_notes_taken_up(ctx)
     if not scenes:
-        return Skip("no new scenes this cycle")
+        return Skip(NO_SCENE_NOTES)
     being = ctx.being()
-    shown = scenes[:100]
+    shown = scenes[:MAX_SCENES_IN_DIARY_PROMPT]
     prompt = diary_prompt(being.soul, subject, shown)
     problem: str | None = None
     for _ in (1, 2):
