@@ -110,7 +110,12 @@ def test_demo_runs_twice(run) -> None:
 def test_patrol_dry_run_lists_the_nodes_the_notes_would_become(run) -> None:
     run("being", "create", "Aria")
     run("note", "Aria", "--scene", SCENE)
-    run("note", "Aria", "--scene", SCENE.replace("Planted tomatoes with Mina", "Met a client about the budget"))
+    run(
+        "note",
+        "Aria",
+        "--scene",
+        SCENE.replace("Planted tomatoes with Mina", "Met a client about the budget"),
+    )
     _, out, _ = run("patrol", "Aria", "--dry-run")
     lines = out.splitlines()
     notes_line = next(i for i, line in enumerate(lines) if line.strip().startswith("notes_to_nodes"))
