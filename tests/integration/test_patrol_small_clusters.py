@@ -6,78 +6,10 @@ similarities it needs around the embedder's cluster threshold; a patrol without 
 
 from __future__ import annotations
 
-import math
-from typing import Any
-from uuid import UUID, uuid4
-
-from engram.domain.being import Being
 from engram.domain.cluster import Cluster
-from engram.domain.embedding import Embedding
 from engram.domain.node import MemoryNode, NodeStatus
-from engram.domain.scene import validate_scene_object
 from engram.services.bootstrap import Engram
-from engram.services.thresholds import thresholds_for
-
-
-class World:
-    """A being whose sub-clusters and nodes a test places by hand, each node's vector at an angle."""
-
-    def __init__(self, engram: Engram) -> None:
-        self.e = engram
-        being, business, private = Being.register("Aria", engram.clock.now())
-        engram.store.save(being, business, private)
-        self.being_id = being.id
-        self.roots = {"Business": business, "Private": private}
-        self.threshold = thresholds_for(engram.embedder.model_id).cluster
-
-    def vector(self, angle: float, plane: int = 0) -> Embedding:
-        """A unit vector at `angle` radians in the plane of axes (2·plane, 2·plane + 1)."""
-        values = [0.0] * self.e.embedder.dim
-        values[2 * plane], values[2 * plane + 1] = math.cos(angle), math.sin(angle)
-        return Embedding.from_floats(self.e.embedder.model_id, values)
-
-    def angle_for(self, similarity: float) -> float:
-        return math.acos(similarity)
-
-    def cluster(self, name: str, parent: Cluster) -> Cluster:
-        sub = Cluster.create_sub(uuid4(), parent, name, self.e.clock.now())
-        self.e.store.save(sub)
-        return sub
-
-    def nodes(self, cluster: Cluster, n: int, angle: float, plane: int = 0, *, dead: int = 0) -> list[UUID]:
-        """`n` active nodes and `dead` dead ones in `cluster`, all at `angle`."""
-        at = self.e.clock.now()
-        made = []
-        for i in range(n + dead):
-            scene = validate_scene_object(
-                {
-                    "action": f"{cluster.name} scene {i}",
-                    "actors": ["me"],
-                    "when": ["2026-05-02"],
-                    "importance": 0.5 if i < n else 0.0,
-                }
-            )
-            node = MemoryNode.create(uuid4(), scene, cluster, 0, at)
-            node.embed(self.vector(angle, plane), at)
-            if i >= n:
-                node.flag_dying(0, at)
-                node.make_dead(0, "test: dead before ❼", at)
-            made.append(node)
-        self.e.store.save(*made)
-        return [m.id for m in made]
-
-    def patrol(self) -> dict[str, int]:
-        report = self.e.patrol("Aria")
-        [step] = [s for s in report.steps if s["step"] == "merge_small"]
-        assert step["state"] == "finished"
-        return dict(step["counts"])
-
-    def cluster_row(self, cluster: Cluster) -> dict[str, Any] | None:
-        self.e.views.ensure()
-        return self.e.views.read.cluster(self.being_id, cluster.id)
-
-    def cluster_of(self, node_id: UUID) -> UUID:
-        return self.e.store.get(MemoryNode, node_id).cluster_id
+from tests.patrol_support import World
 
 
 def test_an_empty_small_cluster_is_deleted(engram: Engram) -> None:
