@@ -55,6 +55,9 @@ def _parts(ctx: StepContext, rows: list[dict[str, Any]]) -> list[Part]:
     ids = [r["id"] for r in rows]
     if len(ids) <= MAX_NODES_IN_PROMPT:
         return [Part(ids, [])]
+    # Planned in id order, not in the order of the prompt (which flags change): a patrol resumed after
+    # a part plans the same parts again, unless the decided parts merged nodes away.
+    ids.sort()
     vectors = ctx.read.node_vectors(ctx.being_id, ids)
     return similarity_parts(ids, vectors, MAX_NODES_IN_PROMPT, PART_OVERLAP)
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from engram.domain.cluster import Cluster
 from engram.services.bootstrap import Engram
 from engram.services.patrol.with_llm import MAX_NODES_IN_PROMPT
-from tests.patrol_support import Call, ScriptedLLM, World, decisions, patrol_run
+from tests.patrol_support import Call, ScriptedLLM, UnexpectedCall, World, decisions, patrol_run
 
 
 def _big_cluster(engram: Engram, groups: int = 4, per_group: int = 45) -> tuple[World, Cluster, list[str]]:
@@ -136,3 +138,30 @@ def test_split_in_parts_keeps_two_nodes_in_the_cluster_counting_the_nodes_not_sh
     clusters = {c["name"]: c for c in engram.views.read.clusters(w.being_id)}
     assert clusters["Everything 1"]["active_count"] == 96
     assert clusters["Mountain days"]["active_count"] == len(ids) - 96
+
+
+def test_a_patrol_killed_between_two_parts_resumes_at_the_part_not_decided(engram: Engram) -> None:
+    w, big, ids = _big_cluster(engram)
+
+    def second_call_crashes(call: Call) -> dict[str, Any]:
+        if len(crashing.calls_for("consolidate_cluster")) > 1:
+            raise UnexpectedCall("killed while asking the second part")
+        return {"merges": [], "make_dead": []}
+
+    crashing = ScriptedLLM({"consolidate_cluster": second_call_crashes})
+    with pytest.raises(UnexpectedCall):
+        engram.patrol("Aria", llm=crashing)
+    first = crashing.calls_for("consolidate_cluster")[0]
+    run = patrol_run(engram, w.being_id, 1)
+    assert set(decisions(run, "consolidate_cluster")) == {f"{big.id}/part-1"}
+
+    resumed = ScriptedLLM()
+    report = engram.patrol("Aria", llm=resumed)
+
+    assert report.resumed and report.cycle == 1
+    [again] = resumed.calls_for("consolidate_cluster")  # part 1 is not asked twice
+    assert "part 2 of 2" in again.prompt
+    assert sorted(set(first.ids) | set(again.ids)) == sorted(ids)
+    run = patrol_run(engram, w.being_id, 1)
+    assert run.finished
+    assert set(decisions(run, "consolidate_cluster")) == {f"{big.id}/part-1", f"{big.id}/part-2"}
