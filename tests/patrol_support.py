@@ -410,7 +410,8 @@ class World:
         self.made += len(made)
         return [m.id for m in made]
 
-    def patrol(self) -> dict[str, int]:
+    def patrol_small_clusters(self) -> dict[str, int]:
+        """A patrol without an LLM; what its ❼ step did."""
         report = self.e.patrol("Aria")
         [step] = [s for s in report.steps if s["step"] == "merge_small"]
         assert step["state"] == "finished"

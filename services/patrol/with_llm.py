@@ -200,9 +200,9 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
             if ctx.run().decision("split_cluster", subject) is not None:
                 continue
             shown = _current(ctx, cluster["id"], part.shown, ("active",))
-            staying = ctx.read.cluster(ctx.being_id, UUID(cluster["id"]))
-            if staying is None or len(shown) < 2 * MIN_SPLIT_GROUP:
-                continue  # earlier parts moved the rest: nothing left to split here
+            now = ctx.read.cluster(ctx.being_id, UUID(cluster["id"]))
+            if now is None or len(shown) < MIN_SPLIT_GROUP:
+                continue  # earlier parts moved this part's nodes away: no group is left to form
             label = (k, len(parts)) if len(parts) > 1 else None
             asked = ctx.ask(
                 "split_cluster", split_prompt(cluster["name"], shown, label), SplitCluster, "reasoning"
@@ -215,7 +215,7 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
             if label is not None:
                 ctx.count("parts")
             outcome = _apply_split(
-                ctx, cluster["id"], subject, asked, shown, staying["active_count"] - len(shown)
+                ctx, cluster["id"], subject, asked, shown, now["active_count"] - len(shown)
             )
             if outcome is not None:
                 return outcome

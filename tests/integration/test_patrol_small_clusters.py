@@ -18,7 +18,7 @@ def test_an_empty_small_cluster_is_deleted(engram: Engram) -> None:
     keeper = w.cluster("Climbing", w.roots["Private"])
     w.nodes(keeper, 3, 0.0)
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"deleted_empty": 1}
     assert w.cluster_row(empty) is None and engram.store.get(Cluster, empty.id).deleted
@@ -35,7 +35,7 @@ def test_a_small_cluster_joins_its_most_similar_sibling_with_its_dead_nodes(engr
     w.nodes(near, 3, w.angle_for(w.threshold + 0.1))
     w.nodes(nearer, 3, -w.angle_for(w.threshold + 0.3))
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"merged_into_sibling": 1, "nodes_moved": 2}
     assert [w.cluster_of(n) for n in moved] == [nearer.id, nearer.id]
@@ -57,7 +57,7 @@ def test_every_sibling_is_compared_not_only_the_nearest_clusters_of_the_being(en
         crowd = w.cluster(f"Other root {i}", w.roots["Business"])
         w.nodes(crowd, 3, w.angle_for(0.95) * (1 if i % 2 else -1))
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"merged_into_sibling": 1, "nodes_moved": 2}
     assert {w.cluster_of(n) for n in moved} == {sibling.id}
@@ -71,7 +71,7 @@ def test_a_small_cluster_without_a_similar_enough_sibling_goes_to_its_root(engra
     moved = w.nodes(small, 1, 0.0, dead=1)
     w.nodes(far, 3, w.angle_for(w.threshold - 0.1))
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"merged_into_root": 1, "nodes_moved": 2}
     assert [w.cluster_of(n) for n in moved] == [private.id, private.id]
@@ -89,7 +89,7 @@ def test_a_small_cluster_with_only_dead_nodes_goes_to_its_root(engram: Engram) -
     moved = w.nodes(small, 0, 0.0, dead=2)
     w.nodes(sibling, 3, 0.0)
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"merged_into_root": 1, "nodes_moved": 2}
     assert {w.cluster_of(n) for n in moved} == {private.id}
@@ -108,7 +108,7 @@ def test_a_small_cluster_with_child_clusters_is_kept(engram: Engram) -> None:
     w.nodes(empty_child, 3, 0.0, plane=2)
     w.nodes(sibling, 3, w.angle_for(w.threshold + 0.2))
 
-    counts = w.patrol()
+    counts = w.patrol_small_clusters()
 
     assert counts == {"merged_into_sibling": 1, "nodes_moved": 1}
     assert w.cluster_of(moved[0]) == sibling.id
