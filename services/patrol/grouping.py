@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,13 +46,22 @@ class Part:
         return [*self.own, *self.borrowed]
 
 
-def similarity_parts(ids: Sequence[str], vectors: Mapping[str, Vec], size: int, overlap: int) -> list[Part]:
+def similarity_parts(
+    ids: Sequence[str],
+    vectors: Mapping[str, Vec],
+    size: int,
+    overlap: int,
+    *,
+    wanted: Callable[[Sequence[str]], bool] | None = None,
+) -> list[Part]:
     """`ids` in parts of at most `size` nodes shown, alike nodes together, each part overlapping the
     others by the `overlap` nodes outside it that are the most similar to its own (by centroid).
 
     The own nodes come from splitting the set in two alike halves again and again (`_halves`), in
     O(n·d·log n); the ids' order breaks ties, so the same nodes give the same parts. Nodes without a
     vector comparable with most (none, or another model's dimension) fill their own parts, in order.
+    `wanted`: which parts (by their own nodes) will be asked; the others borrow nothing, which spares
+    their cost in a large cluster of which few parts are asked.
     """
     if len(ids) <= size:
         return [Part(list(ids), [])]
@@ -68,13 +77,23 @@ def similarity_parts(ids: Sequence[str], vectors: Mapping[str, Vec], size: int, 
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         matrix = (matrix / np.where(norms == 0, 1, norms)).astype(np.float32)
         for rows in _packed(_halves(matrix, np.arange(len(placed)), body), body):
-            own = set(rows)
-            centroid = matrix[rows].mean(axis=0)
-            order = np.argsort(-(matrix @ centroid), kind="stable")
-            borrowed = [int(r) for r in order if int(r) not in own][:overlap]
-            parts.append(Part([placed[r] for r in rows], [placed[r] for r in borrowed]))
+            own = [placed[r] for r in rows]
+            asked = wanted is None or wanted(own)
+            parts.append(Part(own, [placed[r] for r in _nearest(matrix, rows, overlap)] if asked else []))
     parts += [Part(loose[i : i + size], []) for i in range(0, len(loose), size)]
     return parts
+
+
+def _nearest(matrix: npt.NDArray[np.float32], rows: list[int], k: int) -> list[int]:
+    """The `k` rows outside `rows` the most similar to their centroid, most similar first (ties: lower
+    row first); a partial selection, so a part costs O(n·d), not a sort of the whole cluster."""
+    scores = matrix @ matrix[rows].mean(axis=0)
+    scores[rows] = -np.inf
+    k = min(k, len(scores) - len(rows))
+    if k <= 0:
+        return []
+    top = np.argpartition(-scores, k - 1)[:k]
+    return [int(r) for r in sorted(top.tolist(), key=lambda r: (-scores[r], r))]
 
 
 def _halves(

@@ -6,6 +6,7 @@ recorded decision means an applied one: a resumed patrol skips it and never asks
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -49,9 +50,17 @@ def _focus(row: dict[str, Any]) -> bool:
     return bool(row["fresh"]) or row["status"] == "dying"
 
 
-def _parts(ctx: StepContext, rows: list[dict[str, Any]]) -> list[Part]:
+def _holding(ids: set[str]) -> Callable[[Sequence[str]], bool]:
+    """Whether a part's own nodes include any of `ids`."""
+    return lambda own: not ids.isdisjoint(own)
+
+
+def _parts(
+    ctx: StepContext, rows: list[dict[str, Any]], wanted: Callable[[Sequence[str]], bool] | None = None
+) -> list[Part]:
     """A cluster's nodes in the parts asked one call each: one part up to `MAX_NODES_IN_PROMPT` nodes,
-    else parts of alike nodes overlapping by `PART_OVERLAP` (ADR 0041)."""
+    else parts of alike nodes overlapping by `PART_OVERLAP` (ADR 0041); `wanted` as in
+    `similarity_parts`."""
     ids = [r["id"] for r in rows]
     if len(ids) <= MAX_NODES_IN_PROMPT:
         return [Part(ids, [])]
@@ -59,7 +68,7 @@ def _parts(ctx: StepContext, rows: list[dict[str, Any]]) -> list[Part]:
     # a part plans the same parts again, unless the decided parts merged nodes away.
     ids.sort()
     vectors = ctx.read.node_vectors(ctx.being_id, ids)
-    return similarity_parts(ids, vectors, MAX_NODES_IN_PROMPT, PART_OVERLAP)
+    return similarity_parts(ids, vectors, MAX_NODES_IN_PROMPT, PART_OVERLAP, wanted=wanted)
 
 
 def _subjects(ctx: StepContext, task: str, cluster_id: str, parts: list[Part]) -> list[str]:
@@ -99,7 +108,7 @@ def consolidate(ctx: StepContext) -> dict[str, int] | Skip:
         )
         # The fresh and dying nodes are the point of the question: they lead, the rest is context.
         members = [n for n in members if _focus(n)] + [n for n in members if not _focus(n)]
-        parts = _parts(ctx, members)
+        parts = _parts(ctx, members, wanted=_holding({n["id"] for n in members if _focus(n)}))
         asked_any = False
         subjects = _subjects(ctx, "consolidate_cluster", cluster_id, parts)
         for k, (part, subject) in enumerate(zip(parts, subjects, strict=True), 1):

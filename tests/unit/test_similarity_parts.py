@@ -79,3 +79,14 @@ def test_no_node_is_dropped_and_no_part_is_too_large(n: int, size: int, overlap:
     assert sorted(owned) == sorted(ids)  # each node owned once: none dropped, none asked about twice
     assert all(0 < len(p.shown) <= size for p in parts)
     assert all(set(p.borrowed) <= set(ids) - set(p.own) for p in parts)
+
+
+def test_parts_that_will_not_be_asked_borrow_nothing() -> None:
+    ids, vectors = _groups([100, 100, 100])
+    asked = {"g1-7"}
+    parts = similarity_parts(ids, vectors, 150, 20, wanted=lambda own: not asked.isdisjoint(own))
+
+    assert sorted(i for p in parts for i in p.own) == sorted(ids)
+    [wanted] = [p for p in parts if "g1-7" in p.own]
+    assert len(wanted.borrowed) == 20
+    assert all(p.borrowed == [] for p in parts if p is not wanted)
