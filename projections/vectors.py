@@ -550,12 +550,18 @@ class VectorQueries:
     def centroid(
         self, being_id: UUID, model: str, cluster_id: UUID
     ) -> np.ndarray[Any, np.dtype[np.float32]] | None:
+        return self.centroids(being_id, model, [cluster_id]).get(cluster_id)
+
+    def centroids(
+        self, being_id: UUID, model: str, cluster_ids: Sequence[UUID]
+    ) -> dict[UUID, np.ndarray[Any, np.dtype[np.float32]]]:
+        """The centroids of those of `cluster_ids` that have one (active embedded nodes), in one read."""
         alias = centroids_alias(model)
         with self._searches.running():
-            if self.index.resolve_alias(alias) is None:
-                return None
-            found = self.index.retrieve(alias, being_id, [cluster_id], with_vectors=True)
-        return found[0].vector if found and found[0].vector is not None else None
+            if not cluster_ids or self.index.resolve_alias(alias) is None:
+                return {}
+            found = self.index.retrieve(alias, being_id, list(cluster_ids), with_vectors=True)
+        return {UUID(str(p.id)): p.vector for p in found if p.vector is not None}
 
 
 __all__ = ["VectorQueries", "VectorsView", "centroids_alias", "model_slug", "nodes_alias"]

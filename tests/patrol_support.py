@@ -10,6 +10,7 @@ once its own bounded retries are spent) is raised. Every call is recorded.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import string
@@ -18,16 +19,22 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from pydantic import BaseModel, ValidationError
 
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
 from engram.domain.ids import patrol_run_id
+from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
+from engram.domain.scene import validate_scene_object
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.patrol.grouping import classify_root_fallback
 from engram.services.ports import LLMAnswer, LLMMalformedAnswer, ModelClass
+from engram.services.thresholds import thresholds_for
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -349,6 +356,73 @@ def random_scenes(n: int, seed: int = 7) -> list[str]:
 def unrelated_scenes(n: int, *, importance: float | None = None) -> list[str]:
     assert n <= len(UNRELATED)
     return [scene(a, d, importance=importance) for a, d in UNRELATED[:n]]
+
+
+# -- clusters placed by hand ----------------------------------------------------------------------
+
+
+class World:
+    """A being whose sub-clusters and nodes a test places by hand, each node's vector at an angle."""
+
+    def __init__(self, engram: Any) -> None:
+        self.e = engram
+        self.made = 0
+        being, business, private = Being.register("Aria", engram.clock.now())
+        engram.store.save(being, business, private)
+        self.being_id = being.id
+        self.roots = {"Business": business, "Private": private}
+        self.threshold = thresholds_for(engram.embedder.model_id).cluster
+
+    def vector(self, angle: float, plane: int = 0) -> Embedding:
+        """A unit vector at `angle` radians in the plane of axes (2·plane, 2·plane + 1)."""
+        values = [0.0] * self.e.embedder.dim
+        values[2 * plane], values[2 * plane + 1] = math.cos(angle), math.sin(angle)
+        return Embedding.from_floats(self.e.embedder.model_id, values)
+
+    def angle_for(self, similarity: float) -> float:
+        return math.acos(similarity)
+
+    def cluster(self, name: str, parent: Cluster) -> Cluster:
+        sub = Cluster.create_sub(uuid4(), parent, name, self.e.clock.now())
+        self.e.store.save(sub)
+        return sub
+
+    def nodes(self, cluster: Cluster, n: int, angle: float, plane: int = 0, *, dead: int = 0) -> list[UUID]:
+        """`n` active nodes and `dead` dead ones in `cluster`, all at `angle`."""
+        at = self.e.clock.now()
+        made = []
+        for i in range(n + dead):
+            scene = validate_scene_object(
+                {
+                    "action": f"{cluster.name} scene {self.made + i}",
+                    "actors": ["me"],
+                    "when": ["2026-05-02"],
+                    "importance": 0.5 if i < n else 0.0,
+                }
+            )
+            node = MemoryNode.create(uuid4(), scene, cluster, 0, at)
+            node.embed(self.vector(angle, plane), at)
+            if i >= n:
+                node.flag_dying(0, at)
+                node.make_dead(0, "test: dead before ❼", at)
+            made.append(node)
+        self.e.store.save(*made)
+        self.made += len(made)
+        return [m.id for m in made]
+
+    def patrol_small_clusters(self) -> dict[str, int]:
+        """A patrol without an LLM; what its ❼ step did."""
+        report = self.e.patrol("Aria")
+        [step] = [s for s in report.steps if s["step"] == "merge_small"]
+        assert step["state"] == "finished"
+        return dict(step["counts"])
+
+    def cluster_row(self, cluster: Cluster) -> dict[str, Any] | None:
+        self.e.views.ensure()
+        return self.e.views.read.cluster(self.being_id, cluster.id)
+
+    def cluster_of(self, node_id: UUID) -> UUID:
+        return self.e.store.get(MemoryNode, node_id).cluster_id
 
 
 # -- reading patrol results -----------------------------------------------------------------------

@@ -73,6 +73,18 @@ def _patrol_progress(being: str) -> Callable[[Any], None]:
     return show
 
 
+def _would_be_node(node: dict[str, Any]) -> str:
+    """A dry run's would-be node: its action and the cluster it would join, and why that one."""
+    action = node["action"] if len(node["action"]) <= 70 else node["action"][:69] + "…"
+    if node["placed_by"] == "similarity":
+        why = f"similarity {node['similarity']:.2f}"
+    else:
+        why = "root, by keywords" + (
+            ": the LLM chooses the root in a real patrol" if node["llm_decides"] else ""
+        )
+    return f"{action!r} -> {node['cluster']} ({why})"
+
+
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @cli.group()
     def projections() -> None:
@@ -210,7 +222,12 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
     @cli.command("patrol")
     @click.argument("being_ref", metavar="BEING")
-    @click.option("--dry-run", is_flag=True, help="Show what would change; write nothing.")
+    @click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Show what would change, listing the nodes the pending scene notes would become and the "
+        "cluster each would join (the notes are embedded for it); write nothing, ask no LLM.",
+    )
     @command
     def patrol(ctx: Any, being_ref: str, dry_run: bool, *, as_json: bool) -> None:
         """Run (or resume) a patrol of BEING: notes become nodes, decay, consolidation, clusters."""
@@ -231,6 +248,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             extra = f" — {plain_reason(s['reason'])}" if s.get("reason") else ""
             took = f" ({s['duration_ms']:.0f} ms)" if s.get("duration_ms") is not None else ""
             click.echo(f"  {s['step']:<18} {s.get('state', ''):<10} {counts}{extra}{took}")
+            for node in s.get("would_create", []):
+                click.echo(f"    + {_would_be_node(node)}")
 
     @cli.command("worker")
     @click.option("--once", is_flag=True, help="Catch every projection up and exit.")

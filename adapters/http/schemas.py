@@ -123,7 +123,13 @@ class SearchMode(StrEnum):
 
 
 class PatrolIn(Body):
-    dry_run: bool = Field(False, description="Show what would change; write nothing.")
+    dry_run: bool = Field(
+        False,
+        description="Show what would change, write nothing, ask no LLM. The `notes_to_nodes` step then "
+        "lists in `would_create` the node each pending scene note would become: `note_id`, `action`, "
+        "`cluster_id`, `cluster` (name), `placed_by` (`similarity` with its `similarity`, or `keywords` "
+        "for a root, with `llm_decides` when a real patrol asks the LLM for the root).",
+    )
 
 
 class LlmProvider(StrEnum):

@@ -8,6 +8,7 @@ from typing import Any
 from uuid import UUID
 
 from engram.domain.cluster import MAX_CLUSTER_NAME_CHARS, Cluster
+from engram.domain.embedding import Embedding
 from engram.domain.errors import DomainError, InvalidScene
 from engram.domain.ids import node_id_for_note
 from engram.domain.node import MemoryNode
@@ -16,8 +17,14 @@ from engram.domain.patrol_run import PatrolStep
 from engram.domain.scene import ParseFailure, SceneInput, validate_scene_object
 from engram.projections.engine import fewer_gc_passes
 from engram.projections.sql import chunks
+from engram.projections.vectors import VectorQueries
 from engram.services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
-from engram.services.patrol.grouping import classify_root_fallback, fallback_cluster_name, mutual_group
+from engram.services.patrol.grouping import (
+    classify_root_fallback,
+    cosine,
+    fallback_cluster_name,
+    mutual_group,
+)
 from engram.services.patrol.prompts import (
     ClassifyRoot,
     NameCluster,
@@ -81,6 +88,17 @@ def _repair_failed_notes(ctx: StepContext) -> None:
         ctx.save(note, run)
 
 
+def nearest_subcluster(
+    vectors: VectorQueries, being_id: UUID, vector: Embedding, roots: Sequence[UUID], threshold: float
+) -> tuple[str, float] | None:
+    """Spec ❶.5: the sub-cluster whose centroid is the most similar to `vector`, at or above the
+    cluster threshold, with its similarity; None sends the node to a root."""
+    hits = vectors.similar_clusters(
+        being_id, vector.model, StepContext.vec(vector.data), 1, exclude=roots, threshold=threshold - EPS
+    )
+    return (str(hits[0][0]), hits[0][1]) if hits else None
+
+
 def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     """Spec ❶."""
     if ctx.llm is not None:
@@ -121,16 +139,9 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
         aggregates: list[Any] = []
         decisions: list[tuple[str, dict[str, Any]]] = []
         for (note, scene), vector in part:
-            hits = ctx.vectors.similar_clusters(
-                ctx.being_id,
-                vector.model,
-                ctx.vec(vector.data),
-                1,
-                exclude=exclude,
-                threshold=ctx.thresholds.cluster - EPS,
-            )
-            if hits:
-                cluster_id = str(hits[0][0])
+            hit = nearest_subcluster(ctx.vectors, ctx.being_id, vector, exclude, ctx.thresholds.cluster)
+            if hit is not None:
+                cluster_id = hit[0]
                 ctx.count("assigned_to_subcluster")
             else:
                 root = classify_root_fallback(scene.scene.action, scene.themes)
@@ -305,9 +316,11 @@ def _change_nodes(
 
 
 def merge_small_clusters(ctx: StepContext) -> dict[str, int] | Skip:
-    """Spec ❼, mechanically: sub-clusters with ≤ 2 active nodes join the most similar sibling, or the root."""
+    """Spec ❼, mechanically: every sub-cluster with ≤ 2 active nodes. An empty one (no node, dead ones
+    included) is deleted; the others' nodes, dead ones included, join the sibling sub-cluster (same
+    parent) whose centroid is the most similar of all siblings, if above the cluster threshold, else
+    the parent; the emptied cluster is deleted unless it has child clusters."""
     clusters = ctx.read.clusters(ctx.being_id)
-    by_id = {c["id"]: c for c in clusters}
     gone: set[str] = set()
     for small in [c for c in clusters if not c["is_root"] and c["active_count"] <= 2]:
         if small["id"] in gone:
@@ -322,29 +335,17 @@ def merge_small_clusters(ctx: StepContext) -> dict[str, int] | Skip:
                 gone.add(small["id"])
                 ctx.count("deleted_empty")
             continue
-        target_id = small["parent_id"]
-        centroid = ctx.vectors.centroid(ctx.being_id, ctx.model, UUID(small["id"]))
-        if centroid is not None:
-            hits = ctx.vectors.similar_clusters(
-                ctx.being_id,
-                ctx.model,
-                centroid,
-                10,
-                exclude=[UUID(small["id"])],
-                threshold=ctx.thresholds.cluster,
-            )
-            for cluster_id, _score, payload in hits:
-                sibling = by_id.get(str(cluster_id))
-                if (
-                    sibling is not None
-                    and not sibling["is_root"]
-                    and str(cluster_id) not in gone
-                    and payload.get("parent_id") == small["parent_id"]
-                ):
-                    target_id = str(cluster_id)
-                    break
+        siblings = [
+            c["id"]
+            for c in clusters
+            if c["parent_id"] == small["parent_id"]
+            and not c["is_root"]
+            and c["id"] not in gone
+            and c["id"] != small["id"]
+        ]
+        target_id = _most_similar_sibling(ctx, small["id"], siblings) or small["parent_id"]
         target = ctx.store.get(Cluster, UUID(target_id))
-        members = ctx.read.nodes(ctx.being_id, cluster_id=UUID(small["id"]))
+        members = ctx.read.nodes(ctx.being_id, cluster_id=UUID(small["id"]))  # every status
         aggregates: list[Any] = []
         for row in members:
             node = ctx.store.get(MemoryNode, UUID(row["id"]), being_id=ctx.being_id)
@@ -358,3 +359,18 @@ def merge_small_clusters(ctx: StepContext) -> dict[str, int] | Skip:
         ctx.count("merged_into_sibling" if target_id != small["parent_id"] else "merged_into_root")
         ctx.count("nodes_moved", len(members))
     return ctx.counts
+
+
+def _most_similar_sibling(ctx: StepContext, cluster_id: str, siblings: Sequence[str]) -> str | None:
+    """The sibling whose centroid is the most similar to the cluster's, if above the cluster threshold.
+
+    Every sibling is compared (one read of their centroids), not the nearest few clusters of the whole
+    being, where other roots' sub-clusters could crowd a sibling out. A cluster without a centroid (no
+    active embedded node) has no similarity to anything: its nodes go to the parent."""
+    ids = [UUID(cluster_id), *(UUID(s) for s in siblings)]
+    centroids = ctx.vectors.centroids(ctx.being_id, ctx.model, ids)
+    own = centroids.pop(UUID(cluster_id), None)
+    if own is None or not centroids:
+        return None
+    score, best = max((cosine(own, vec), str(sid)) for sid, vec in centroids.items())
+    return best if score > ctx.thresholds.cluster else None

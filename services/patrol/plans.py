@@ -109,8 +109,9 @@ def _similarities(
     return pairs
 
 
-def check_split(plan: SplitCluster, active: Iterable[dict[str, Any]]) -> Checked:
-    """`active`: the cluster's active nodes (id, action, feeling), those shown to the model first."""
+def check_split(plan: SplitCluster, active: Iterable[dict[str, Any]], staying_elsewhere: int = 0) -> Checked:
+    """`active`: the cluster's active nodes (id, action, feeling) shown to the model; `staying_elsewhere`:
+    its active nodes not shown (a large cluster asked in parts), which stay unless another part moves them."""
     rows = list(active)
     members = [n["id"] for n in rows]
     known = set(members)
@@ -130,7 +131,7 @@ def check_split(plan: SplitCluster, active: Iterable[dict[str, Any]]) -> Checked
         if len(ids) < MIN_SPLIT_GROUP:
             out.reject(item, f"a group needs at least {MIN_SPLIT_GROUP} nodes")
             continue
-        if len(known - used - set(ids)) < MIN_REMAINING:
+        if len(known - used - set(ids)) + staying_elsewhere < MIN_REMAINING:
             out.reject(item, f"at least {MIN_REMAINING} nodes must remain in the cluster")
             continue
         problem = name_problem(group.name, inputs)

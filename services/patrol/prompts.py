@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PROMPT_VERSION = "2026-11-25.1"
+PROMPT_VERSION = "2026-11-25.2"
 
 
 class Answer(BaseModel):
@@ -119,9 +119,22 @@ def classify_root_prompt(action: str) -> str:
     )
 
 
-def consolidate_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> str:
+def _part_note(part: tuple[int, int] | None) -> str:
+    """For a large cluster asked in parts (ADR 0041): which part this is."""
+    if part is None:
+        return ""
+    k, n = part
     return (
-        f"Memories of the cluster {_quoted(cluster_name)}. Find memories that describe the same event or "
+        f" The cluster is too large for one question: this is part {k} of {n}, alike memories together, "
+        "with a few from other parts for context."
+    )
+
+
+def consolidate_prompt(
+    cluster_name: str, nodes: Sequence[dict[str, Any]], part: tuple[int, int] | None = None
+) -> str:
+    return (
+        f"Memories of the cluster {_quoted(cluster_name)}.{_part_note(part)} Find memories that describe the same event or "
         "complement each other: merge each such group into one survivor (prefer the most complete or "
         "important one). Pinned memories may survive but are never absorbed. Then list, in make_dead, the "
         "dying memories that have no merge partner and are not worth keeping. Leave everything else alone; "
@@ -129,9 +142,11 @@ def consolidate_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> st
     )
 
 
-def split_prompt(cluster_name: str, nodes: Sequence[dict[str, Any]]) -> str:
+def split_prompt(
+    cluster_name: str, nodes: Sequence[dict[str, Any]], part: tuple[int, int] | None = None
+) -> str:
     return (
-        f"The cluster {_quoted(cluster_name)} has grown large. Propose new sub-clusters for clearly distinct topics: "
+        f"The cluster {_quoted(cluster_name)} has grown large.{_part_note(part)} Propose new sub-clusters for clearly distinct topics: "
         "each group needs at least 2 memories and a short name, and at least 2 memories must stay in the "
         "original cluster. Propose no group if the cluster is coherent.\n" + _node_lines(nodes)
     )

@@ -23,6 +23,7 @@ from engram.services.beings import resolve_being
 from engram.services.errors import Conflict
 from engram.services.patrol import mechanical, with_llm
 from engram.services.patrol.context import Skip, StepContext
+from engram.services.patrol.preview import would_be_born
 from engram.services.ports import LLM, LLMAnswer, ModelClass, Patrols, T
 from engram.services.runner import correlation
 from engram.services.thresholds import thresholds_for
@@ -280,7 +281,9 @@ class Patrol:
         return counts
 
     def _dry_run(self, being: Being) -> PatrolReport:
-        """What a patrol would do now, from the views alone. Writes nothing and asks no LLM."""
+        """What a patrol would do now, from the views and the pending notes: the nodes ❶ would create
+        with their clusters (the notes embedded for it), and each step's counts. Writes nothing and
+        asks no LLM."""
         read = self.e.views.read
         llm = self._llm_or_none()
         cycle = being.cycle + 1
@@ -292,13 +295,18 @@ class Patrol:
         fresh = read.nodes(being.id, statuses=["active", "dying"], fresh=True)
         dying = read.nodes(being.id, statuses=["dying"])
         consolidation = {n["cluster_id"] for n in fresh + dying + dying_now}
+        born = would_be_born(
+            self.e.store, self.e.views, self.e.embedder, being, llm_decides_roots=llm is not None
+        )
+        repairable = sum(1 for n in failed if not n["repair_attempts"])
         plan: list[tuple[PatrolStep, dict[str, int], bool]] = [
             (
                 PatrolStep.NOTES_TO_NODES,
                 {
                     "notes": len(pending),
                     "failed_notes": len(failed),
-                    "repairable": sum(1 for n in failed if not n["repair_attempts"]),
+                    "repairable": repairable,
+                    "would_create": len(born),
                 },
                 False,
             ),
@@ -320,16 +328,21 @@ class Patrol:
                 {"small_clusters": sum(1 for c in clusters if not c["is_root"] and c["active_count"] <= 2)},
                 False,
             ),
-            (PatrolStep.DIARY, {"new_scenes": len(pending)}, True),
+            # ADR 0040: the scene notes ❶ would take up (a failed one only for its first repair).
+            (PatrolStep.DIARY, {"scene_notes": len(pending) + repairable}, True),
         ]
         for step, counts, needs_llm in plan:
-            skipped = needs_llm and llm is None
-            report.steps.append(
-                {
-                    "step": step.value,
-                    "state": "would_skip" if skipped else "would_run",
-                    "counts": counts,
-                    **({"reason": self._no_llm_reason()} if skipped else {}),
-                }
-            )
+            reason = self._no_llm_reason() if needs_llm and llm is None else None
+            if step is PatrolStep.DIARY and reason is None and not counts["scene_notes"]:
+                reason = with_llm.NO_SCENE_NOTES
+            entry: dict[str, Any] = {
+                "step": step.value,
+                "state": "would_skip" if reason else "would_run",
+                "counts": counts,
+            }
+            if reason:
+                entry["reason"] = reason
+            if step is PatrolStep.NOTES_TO_NODES:
+                entry["would_create"] = born
+            report.steps.append(entry)
         return report

@@ -105,3 +105,24 @@ def test_demo_runs_twice(run) -> None:
     assert "created being Aria" in out and "kept for repair" in out
     _, out, _ = run("demo")
     assert "exists already" in out and "noted 0 new note(s)" in out
+
+
+def test_patrol_dry_run_lists_the_nodes_the_notes_would_become(run) -> None:
+    run("being", "create", "Aria")
+    run("note", "Aria", "--scene", SCENE)
+    run(
+        "note",
+        "Aria",
+        "--scene",
+        SCENE.replace("Planted tomatoes with Mina", "Met a client about the budget"),
+    )
+    _, out, _ = run("patrol", "Aria", "--dry-run")
+    lines = out.splitlines()
+    notes_line = next(i for i, line in enumerate(lines) if line.strip().startswith("notes_to_nodes"))
+    assert "would_create 2" in lines[notes_line]
+    assert lines[notes_line + 1 : notes_line + 3] == [
+        "    + 'Planted tomatoes with Mina' -> Private (root, by keywords)",
+        "    + 'Met a client about the budget' -> Business (root, by keywords)",
+    ]
+    _, out, _ = run("nodes", "Aria", "--json")
+    assert json.loads(out) == []  # nothing was written

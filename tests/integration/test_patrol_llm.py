@@ -24,12 +24,15 @@ from engram.services.bootstrap import bootstrap
 from engram.services.commands import NoteInput
 from engram.services.patrol.run import PatrolAlreadyRunning
 from engram.services.ports import LLMTransientError
+from engram.services.thresholds import thresholds_for
 from tests.patrol_support import (
     GOOD_DIARY,
+    UNRELATED,
     Call,
     ScriptedLLM,
     decisions,
     history_types,
+    merge_first_two,
     note_scenes,
     patrol_run,
     reasons,
@@ -650,10 +653,46 @@ def test_no_diary_without_new_scenes(engram) -> None:
     assert _step(report, "diary") == {
         "step": "diary",
         "state": "skipped",
-        "reason": "no new scenes this cycle",
+        "reason": "no scene notes this cycle",
         "duration_ms": _step(report, "diary")["duration_ms"],
     }
     assert engram.store.get(Being, being_id).diary == {}
+
+
+def test_a_diary_is_written_when_the_cycle_took_up_scene_notes_that_did_not_become_nodes(engram) -> None:
+    """Spec: after ❼, "if there are any scene notes" (ADR 0040): a note that stays unparsed after its
+    repair is one of them, and the diary is told its text."""
+    being_id = _register(engram)
+    _prose_note(engram)
+    llm = ScriptedLLM({"repair_scene": [_repair(actors=[])], "write_diary": [GOOD_DIARY]})
+    report = engram.patrol("Aria", llm=llm)
+
+    assert _step(report, "notes_to_nodes")["counts"]["repair_rejected"] == 1
+    assert _rows(engram, being_id) == {}
+    assert _step(report, "diary")["counts"] == {"diary_written": 1}
+    [call] = llm.calls_for("write_diary")
+    assert PROSE in call.prompt
+    assert list(engram.store.get(Being, being_id).diary.values()) == [GOOD_DIARY["diary"]]
+
+    # Its one repair spent, the note is not taken up again: no diary for it at every patrol.
+    again = ScriptedLLM()
+    report = engram.patrol("Aria", llm=again)
+    assert again.calls == []
+    assert _step(report, "diary")["reason"] == "no scene notes this cycle"
+
+
+def test_a_diary_counts_the_nodes_of_the_cycle_even_when_consolidation_absorbed_them(engram) -> None:
+    """The scene notes were taken up even if ❹ then merged their nodes away: the diary still sees them."""
+    being_id = _register(engram)
+    note_scenes(engram, "Aria", [scene(A, "2021-01-03"), scene(B, "2022-02-14")])
+    llm = ScriptedLLM({"consolidate_cluster": merge_first_two, "write_diary": [GOOD_DIARY]})
+    report = engram.patrol("Aria", llm=llm)
+
+    assert _step(report, "consolidate")["counts"]["merged"] == 1
+    assert _step(report, "diary")["counts"] == {"diary_written": 1}
+    [call] = llm.calls_for("write_diary")
+    assert A in call.prompt and B in call.prompt
+    assert len(_rows(engram, being_id, statuses=["dead"])) == 1
 
 
 # -- without an LLM, dry runs, one patrol at a time -----------------------------------------------
@@ -708,17 +747,72 @@ def test_dry_run_reports_what_would_change_and_writes_nothing(engram) -> None:
     assert engram.store.get(Being, being_id).cycle == 5
     assert report.dry_run and report.cycle == 6
     steps = {s["step"]: s for s in report.steps}
-    assert steps["notes_to_nodes"]["counts"] == {"notes": 3, "failed_notes": 1, "repairable": 1}
+    assert steps["notes_to_nodes"]["counts"] == {
+        "notes": 3,
+        "failed_notes": 1,
+        "repairable": 1,
+        "would_create": 3,
+    }
+    private = str(being_root(engram, being_id, "Private"))
+    assert [
+        (n["action"], n["cluster_id"], n["cluster"]) for n in steps["notes_to_nodes"]["would_create"]
+    ] == [(action, private, "Private") for action, _ in UNRELATED[1:4]]
+    assert {(n["placed_by"], n["llm_decides"]) for n in steps["notes_to_nodes"]["would_create"]} == {
+        ("keywords", True)
+    }
+    assert steps["diary"]["counts"] == {"scene_notes": 4}
     assert steps["start_cycle"]["counts"] == {"cycle": 6}
     assert steps["flag_dying"]["counts"] == {"would_flag": 1}
     assert steps["consolidate"]["state"] == "would_run"
     no_llm = engram.patrol("Aria", dry_run=True)
     assert {s["step"]: s["state"] for s in no_llm.steps}["consolidate"] == "would_skip"
+    assert {n["llm_decides"] for n in no_llm.steps[0]["would_create"]} == {False}
     assert engram.store.head() == head
 
     real = engram.patrol("Aria")
     assert real.cycle == 6 and _step(real, "flag_dying")["counts"] == {"flagged_dying": 1}
     assert _rows(engram, being_id)[A]["status"] == "dying"
+
+
+def test_dry_run_lists_each_would_be_node_with_the_cluster_the_patrol_then_gives_it(engram) -> None:
+    being_id = _register(engram)
+    note_scenes(engram, "Aria", topic_scenes("climbing", 3))
+    engram.patrol("Aria")  # three alike memories: a sub-cluster is born (ADR 0007)
+    [born] = [c for c in _clusters(engram, being_id).values() if not c["is_root"]]
+    climbing = scene("Climbed Rainier north ridge alongside Lena with friends", "2026-05-02")
+    note_scenes(engram, "Aria", [climbing, scene(C, "2023-03-25")])
+    head = engram.store.head()
+
+    report = engram.patrol("Aria", dry_run=True)
+
+    assert engram.store.head() == head
+    first, second = _step(report, "notes_to_nodes")["would_create"]
+    assert (first["action"], first["cluster_id"], first["cluster"], first["placed_by"]) == (
+        "Climbed Rainier north ridge alongside Lena with friends",
+        born["id"],
+        born["name"],
+        "similarity",
+    )
+    assert first["similarity"] >= thresholds_for(engram.embedder.model_id).cluster
+    assert (second["action"], second["cluster"], second["placed_by"]) == (C, "Private", "keywords")
+    assert _step(report, "diary")["counts"] == {"scene_notes": 2}
+
+    engram.patrol("Aria")
+    rows = _rows(engram, being_id)
+    assert rows[first["action"]]["cluster_id"] == first["cluster_id"]
+    assert rows[C]["cluster_id"] == second["cluster_id"]
+
+
+def test_dry_run_says_the_diary_would_be_skipped_without_scene_notes(engram) -> None:
+    _register(engram)
+    report = engram.patrol("Aria", dry_run=True, llm=ScriptedLLM())
+    assert _step(report, "diary") == {
+        "step": "diary",
+        "state": "would_skip",
+        "counts": {"scene_notes": 0},
+        "reason": "no scene notes this cycle",
+    }
+    assert _step(report, "notes_to_nodes")["would_create"] == []
 
 
 def test_a_second_patrol_of_the_same_being_fails_fast(engram, make_settings) -> None:
