@@ -317,7 +317,8 @@ def search(
         ),
     ] = None,
 ) -> Searched:
-    """Keyword search on a memory's action, feeling, dates and themes, newest first, a page at a time.
+    """Keyword search, any case: a substring of a memory's action, feeling or dates, or a whole theme;
+    newest first, a page at a time.
     The first page's call reactivates every match (`total`); a `cursor` page reactivates nothing."""
     return engram.reading.search_memory(being.ref, q, mode.value, limit, cursor)
 

@@ -257,7 +257,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     ) -> Annotated[CallToolResult, SearchPage]:
         """Keyword search: a term matches, case-insensitively, a substring of a memory's action,
         feeling or dates (including consolidated `{date, action}` entries), or one of its themes
-        exactly. Newest memories first, a page at a time. Every matching memory is reactivated by the
+        whole (any case). Newest memories first, a page at a time. Every matching memory is reactivated by the
         first call; pages asked for with a cursor reactivate nothing more."""
         terms = query.split() if isinstance(query, str) else [t.strip() for t in query if t.strip()]
         if not terms:
