@@ -42,6 +42,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     patrol_fixed: tuple[str, ...]
     recall: tuple[str, ...]
     http: tuple[str, ...]
+    cli: tuple[str, ...]
     memory: tuple[str, ...]
     if quick:
         ingest_args = ("--singles", "10", "--batched", "100", "--repeats", "1")
@@ -52,6 +53,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         patrol_fixed = (*patrol[:4], "--scenes", "0", "--dying", "3")
         recall = ("--sizes", "300", "--others", "50", "--queries", "5", "--texts", "40")
         http = ("--scenes", "20", "--calls", "5", "--embedder", "hashing")
+        cli = ("--runs", "1")
         memory = ("--sizes", "100", "--reads", "3", "--patrol-every", "100")
     else:
         ingest_args = ()
@@ -62,6 +64,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         patrol_fixed = (*patrol, "--scenes", "0", "--dying", "100")
         recall = ("--sizes", "10000,100000")
         http = ()
+        cli = ()
         memory = ("--sizes", "10000")
 
     runs = [BenchRun("event-size", passthrough("event-size"))]
@@ -73,6 +76,7 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("patrol-fixed", passthrough("patrol", *patrol_fixed)))
     runs.append(BenchRun("recall", passthrough("recall", *recall)))
     runs.append(BenchRun("http", passthrough("http", *http)))
+    runs.append(BenchRun("cli", passthrough("cli", *cli)))
     runs.append(BenchRun("memory", passthrough("memory", "compare", *memory)))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))

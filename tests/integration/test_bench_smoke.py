@@ -51,6 +51,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "patrol-fixed",
         "recall",
         "http",
+        "cli",
         "memory",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
@@ -97,6 +98,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Patrol",
         "## Recall and query latency",
         "## HTTP overhead",
+        "## One-shot reads through the CLI",
         "## Memory and disk",
         "## What the figures mean for a deployment",
     ):
