@@ -69,8 +69,12 @@ class LoadedModel:
     seconds: float  # how long verifying and loading took
 
 
+KEPT_MODELS = 2
+"""Loaded models the process keeps for embedders still to come; an embedder keeps its own alive. A
+process has one in practice; tests and benchmarks that load copies at other paths do not pile them up."""
+
 _lock = threading.Lock()
-_models: dict[ModelSettings, Future[LoadedModel]] = {}
+_models: dict[ModelSettings, Future[LoadedModel]] = {}  # oldest first
 
 
 def shared_model(settings: ModelSettings) -> LoadedModel:
@@ -84,6 +88,7 @@ def shared_model(settings: ModelSettings) -> LoadedModel:
         loads_here = pending is None
         if pending is None:
             pending = _models[settings] = Future()
+            _forget_oldest()
     if loads_here:
         _fulfil(settings, pending)
     return pending.result()
@@ -100,9 +105,17 @@ def load_in_background(settings: ModelSettings | None = None) -> None:
         if settings in _models:
             return
         pending = _models[settings] = Future()
+        _forget_oldest()
     threading.Thread(
         target=_fulfil_quietly, args=(settings, pending), name="minilm-load", daemon=True
     ).start()
+
+
+def _forget_oldest() -> None:
+    """Drop the oldest loaded models beyond `KEPT_MODELS` (never a load in flight); under `_lock`."""
+    done = [key for key, pending in _models.items() if pending.done()]
+    for key in done[: max(0, len(_models) - KEPT_MODELS)]:
+        del _models[key]
 
 
 def _fulfil(settings: ModelSettings, pending: Future[LoadedModel]) -> None:

@@ -12,8 +12,13 @@ import pytest
 from tokenizers import Tokenizer
 
 import engram.adapters.embedders
-from engram.adapters.embedders import MiniLMEmbedder
-from engram.adapters.embedders.minilm_model import ModelSettings, load_in_background, shared_model
+from engram.adapters.embedders import MiniLMEmbedder, minilm_model
+from engram.adapters.embedders.minilm_model import (
+    KEPT_MODELS,
+    ModelSettings,
+    load_in_background,
+    shared_model,
+)
 from engram.adapters.embedders.offline_minilm import MODEL_SHA256, default_model_path
 from engram.domain.embedding import Embedding
 from engram.services.ports import Embedder, EmbedderError
@@ -205,3 +210,15 @@ def test_a_failed_background_load_is_reported_by_the_command_and_tried_again(tmp
         MiniLMEmbedder(model_path=path).embed(["x"])
     shutil.copyfile(default_model_path(), path)  # the file is back: the failure was not kept
     assert MiniLMEmbedder(model_path=path).embed(["x"])[0].dim == 384
+
+
+def test_the_process_keeps_few_loaded_models_while_embedders_keep_their_own(tmp_path: Path) -> None:
+    embedders = []
+    for n in range(KEPT_MODELS + 2):
+        path = tmp_path / f"model-{n}.onnx"
+        shutil.copyfile(default_model_path(), path)
+        embedders.append(MiniLMEmbedder(model_path=path))
+        assert embedders[-1].embed([CAT])[0].dim == 384
+    kept = [s.path.name for s in minilm_model._models if s.path is not None and s.path.parent == tmp_path]
+    assert kept == [f"model-{n}.onnx" for n in range(2, KEPT_MODELS + 2)]
+    assert embedders[0].embed([CAT])[0].data == embedders[-1].embed([CAT])[0].data  # still its own
