@@ -45,6 +45,12 @@ from engram.services.reading import (
 )
 
 T = TypeVar("T")
+IdempotencyKey = Annotated[
+    str | None, Field(min_length=1, max_length=200, description="The same key twice stores one note.")
+]
+SourceRef = Annotated[
+    str | None, Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id.")
+]
 NoteKindName = Literal[
     "todo", "reminder", "knowledge", "rule", "preference", "relationship", "tool", "map"
 ]  # every kind but scene (`note_scene`); a test holds it to `NoteKind`
@@ -305,13 +311,8 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
                 "Free text is kept too, and repaired later."
             ),
         ],
-        idempotency_key: Annotated[
-            str | None, Field(min_length=1, max_length=200, description="The same key twice stores one note.")
-        ] = None,
-        source_ref: Annotated[
-            str | None,
-            Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id."),
-        ] = None,
+        idempotency_key: IdempotencyKey = None,
+        source_ref: SourceRef = None,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a scene: it becomes a memory at the next patrol."""
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
@@ -333,13 +334,8 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             ),
         ],
         text: Annotated[str, Field(min_length=1, description="The note.")],
-        idempotency_key: Annotated[
-            str | None, Field(min_length=1, max_length=200, description="The same key twice stores one note.")
-        ] = None,
-        source_ref: Annotated[
-            str | None,
-            Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id."),
-        ] = None,
+        idempotency_key: IdempotencyKey = None,
+        source_ref: SourceRef = None,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a note that is not a scene; the context shows it from the next call on."""
         return await _take_note(session, kind, text, idempotency_key, source_ref)

@@ -45,6 +45,16 @@ def _record(
     return run
 
 
+def _no_plan(ctx: StepContext, step: PatrolStep, task: str, subject: str, asked: Asked) -> Skip | None:
+    """A cluster's answer held no plan: recorded and the cluster skipped; a bad response (the LLM server
+    misbehaving, not this cluster) skips the rest of the step."""
+    ctx.save(_record(ctx, step, task, subject, asked, []))
+    ctx.count("clusters_skipped")
+    if asked.bad_response:
+        return Skip(f"{asked.error} (after {ctx.counts['clusters']} clusters)")
+    return None
+
+
 def _focus(row: dict[str, Any]) -> bool:
     """A node ❹ is about: fresh or dying. The others are shown as context, as merge partners."""
     return bool(row["fresh"]) or row["status"] == "dying"
@@ -146,11 +156,7 @@ def _apply_consolidation(
 ) -> Skip | None:
     """Check one answer of ❹ and apply what passes, recorded with its effects in one transaction."""
     if not isinstance(asked.plan, ConsolidateCluster):
-        ctx.save(_record(ctx, PatrolStep.CONSOLIDATE, "consolidate_cluster", subject, asked, []))
-        ctx.count("clusters_skipped")
-        if asked.bad_response:
-            return Skip(f"{asked.error} (after {ctx.counts['clusters']} clusters)")
-        return None
+        return _no_plan(ctx, PatrolStep.CONSOLIDATE, "consolidate_cluster", subject, asked)
     named = {i for m in asked.plan.merges for i in (m.survivor, *m.absorbed)} & {n["id"] for n in shown}
     vectors = ctx.read.node_vectors(ctx.being_id, sorted(named))
     checked = check_consolidation(asked.plan, shown, vectors, ctx.thresholds.merge)
@@ -242,11 +248,7 @@ def _apply_split(
 ) -> Skip | None:
     """Check one answer of ❻ and apply what passes, recorded with its effects in one transaction."""
     if not isinstance(asked.plan, SplitCluster):
-        ctx.save(_record(ctx, PatrolStep.SPLIT, "split_cluster", subject, asked, []))
-        ctx.count("clusters_skipped")
-        if asked.bad_response:
-            return Skip(f"{asked.error} (after {ctx.counts['clusters']} clusters)")
-        return None
+        return _no_plan(ctx, PatrolStep.SPLIT, "split_cluster", subject, asked)
     checked = check_split(asked.plan, shown, staying_elsewhere)
     at = ctx.clock.now()
     source = ctx.store.get(Cluster, UUID(cluster_id))
