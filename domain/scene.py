@@ -201,6 +201,13 @@ _MAY_DECODE_UNSTORABLE = re.compile(r"[\x00\ud800-\udfff]|\\u(?:[dD][89a-fA-F]|0
 that may decode to one. Text without any (nearly all) needs no walk through the parsed object."""
 
 
+def _may_decode_unstorable(text: str) -> bool:
+    # ASCII text with no escape and no NUL (nearly all) is ruled out without the pattern.
+    if text.isascii() and "\\u" not in text and "\x00" not in text:
+        return False
+    return _MAY_DECODE_UNSTORABLE.search(text) is not None
+
+
 def parse_scene_text(text: str) -> SceneInput | ParseFailure:
     """Parse a scene note's raw text.
 
@@ -213,4 +220,4 @@ def parse_scene_text(text: str) -> SceneInput | ParseFailure:
         return ParseFailure(f"not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}")
     if not isinstance(obj, dict):
         return ParseFailure(f"not a JSON object but a JSON {type(obj).__name__}")
-    return _validated(obj, may_hold_unstorable=_MAY_DECODE_UNSTORABLE.search(text) is not None)
+    return _validated(obj, may_hold_unstorable=_may_decode_unstorable(text))

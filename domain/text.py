@@ -33,6 +33,8 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 def text_problem(text: str) -> str | None:
     """Why `text` cannot be stored, or None when it can."""
+    if text.isascii() and "\x00" not in text:  # nearly all text: no surrogate can be in ASCII
+        return None
     found = _UNSTORABLE.search(text)
     if found is None:
         return None

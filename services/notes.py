@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from uuid import UUID
 
@@ -32,17 +31,12 @@ def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:
     )
 
 
-@contextmanager
-def _numbered(index: int, count: int) -> Iterator[None]:
+def _number(exc: InvalidInput, index: int, count: int) -> None:
     """In a batch of several notes, an invalid note's error says which one it is."""
-    try:
-        yield
-    except InvalidInput as exc:
-        if count > 1:
-            exc.details["index"] = index
-            exc.message = f"note {index}: {exc.message}"
-            exc.args = (exc.message,)
-        raise
+    if count > 1:
+        exc.details["index"] = index
+        exc.message = f"note {index}: {exc.message}"
+        exc.args = (exc.message,)
 
 
 class NoteCommands:
@@ -70,28 +64,28 @@ class NoteCommands:
             fresh: list[Note] = []
             fresh_slots: list[int] = []
             keyed: dict[UUID, int] = {}
-            for i, item in enumerate(notes):
-                note_id = random_ids[i]
-                with _numbered(i, len(notes)):
+            i = 0
+            try:  # one `try` for the batch: the loop is the intake's hot path
+                for i, item in enumerate(notes):
+                    note_id = random_ids[i]
                     # Before the key becomes an id: a key no store can keep has no id either.
                     check_note_refs(item.idempotency_key, item.source_ref)
-                if item.idempotency_key is not None:
-                    note_id = note_id_for_key(being_id, item.idempotency_key)
-                    existing = self._existing(note_id, being_id)
-                    first = keyed.get(note_id)
-                    if existing is None and first is not None:
-                        existing = fresh[fresh_slots.index(first)]
-                    if existing is not None:
-                        if not existing.same_request(item.kind.value, item.text, item.source_ref):
-                            raise IdempotencyConflict(
-                                f"idempotency key {item.idempotency_key!r} was used with other content",
-                                note_id=str(note_id),
-                                index=i,
-                            )
-                        results[i] = _result(existing, duplicate=True, position=None)
-                        continue
-                    keyed[note_id] = i
-                with _numbered(i, len(notes)):
+                    if item.idempotency_key is not None:
+                        note_id = note_id_for_key(being_id, item.idempotency_key)
+                        existing = self._existing(note_id, being_id)
+                        first = keyed.get(note_id)
+                        if existing is None and first is not None:
+                            existing = fresh[fresh_slots.index(first)]
+                        if existing is not None:
+                            if not existing.same_request(item.kind.value, item.text, item.source_ref):
+                                raise IdempotencyConflict(
+                                    f"idempotency key {item.idempotency_key!r} was used with other content",
+                                    note_id=str(note_id),
+                                    index=i,
+                                )
+                            results[i] = _result(existing, duplicate=True, position=None)
+                            continue
+                        keyed[note_id] = i
                     note = Note.take(
                         note_id,
                         being_id,
@@ -101,8 +95,11 @@ class NoteCommands:
                         idempotency_key=item.idempotency_key,
                         source_ref=item.source_ref,
                     )
-                fresh.append(note)
-                fresh_slots.append(i)
+                    fresh.append(note)
+                    fresh_slots.append(i)
+            except InvalidInput as exc:
+                _number(exc, i, len(notes))
+                raise
             position = self.store.save(*fresh) if fresh else None
             for slot, note in zip(fresh_slots, fresh, strict=True):
                 results[slot] = _result(note, duplicate=False, position=position)
