@@ -1,12 +1,22 @@
-"""The notes view: the intake, with what patrol and context need to find."""
+"""The notes view: the intake, with what patrol and context need to find, and each note's lifecycle
+(spec 002, ADR 0046): stability, expiry, supersede chains, sensitivity, tags."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 from engram.domain.note import Note, NoteKind, ParseStatus
 from engram.projections.engine import Batch, Projection, handles
 from engram.projections.tables import Index, TableSpec
+
+
+def utc_text(at: datetime) -> str:
+    """An instant as fixed-width UTC text, so that SQL compares instants as strings on both backends
+    (`expires_at <= ?` with `utc_text(now)`), whatever zone the event was given in."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
 
 NOTES = TableSpec(
     name="notes",
@@ -27,18 +37,50 @@ NOTES = TableSpec(
         "created_at": "text",
         "version": "int",
         "position": "int",
+        # spec 002's lifecycle (ADR 0046); instants as `utc_text`
+        "stability": "text",
+        "ttl_days": "float",
+        "expires_at": "text",  # None: never expires
+        "expired": "bool",  # the worker recorded `Note.Expired`; reads also compare expires_at with now
+        "sensitivity": "text",
+        "confidence": "float",
+        "evidence_json": "text",  # JSON array of strings
+        "tags_json": "text",  # JSON array of strings; filtered through NOTE_TAGS
+        "scope": "text",
+        "subject": "text",
+        "job_id": "text",
+        "at": "text",  # when the note's event happened; lists and packs are newest first by it
+        "superseded_by": "id",
+        "superseded_reason": "text",
+        "merged_from_json": "text",  # JSON array of note ids, for a summary that merged them
     },
     indexes=(
         Index("kind", ("being_id", "kind", "read")),
         Index("parse", ("being_id", "parse_status", "position")),
+        Index("recent", ("being_id", "at")),
+        Index("kind_recent", ("being_id", "kind", "at")),
+        # The expiry sweep reads only notes still to expire: its cost follows the notes due.
+        Index("due", ("expires_at",), where="expires_at IS NOT NULL AND NOT expired"),
     ),
+)
+
+NOTE_TAGS = TableSpec(
+    name="note_tags",
+    columns={
+        "id": "text",  # "<note id>/<tag>"
+        "note_id": "id",
+        "being_id": "id",
+        "tag": "text",
+        "at": "text",
+    },
+    indexes=(Index("tag", ("being_id", "tag", "at")), Index("note", ("note_id",))),
 )
 
 
 class NotesView(Projection):
     name = "notes"
-    schema_version = 1
-    tables = (NOTES,)
+    schema_version = 2
+    tables = (NOTES, NOTE_TAGS)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
         batch.notes.prefetch(
@@ -74,8 +116,33 @@ class NotesView(Projection):
                 "created_at": e.timestamp.isoformat(),
                 "version": e.originator_version,
                 "position": batch.position,
+                "stability": e.stability,
+                "ttl_days": e.ttl_days,
+                "expires_at": utc_text(e.expires_at) if e.expires_at is not None else None,
+                "expired": False,
+                "sensitivity": e.sensitivity,
+                "confidence": e.confidence,
+                "evidence_json": json.dumps(e.evidence, ensure_ascii=False),
+                "tags_json": json.dumps(e.tags, ensure_ascii=False),
+                "scope": e.scope,
+                "subject": e.subject,
+                "job_id": e.job_id,
+                "at": utc_text(e.at),
+                "superseded_by": None,
+                "superseded_reason": None,
+                "merged_from_json": None,
             }
         )
+        for tag in e.tags:
+            batch.note_tags.put(
+                {
+                    "id": f"{e.originator_id}/{tag}",
+                    "note_id": str(e.originator_id),
+                    "being_id": str(e.being_id),
+                    "tag": tag,
+                    "at": utc_text(e.at),
+                }
+            )
 
     @handles(Note.ParseFailed)
     def _failed(self, batch: Batch, e: Note.ParseFailed) -> None:
@@ -119,3 +186,19 @@ class NotesView(Projection):
     @handles(Note.Disabled)
     def _disabled(self, batch: Batch, e: Note.Disabled) -> None:
         self._update(batch, e, enabled=False)
+
+    @handles(Note.Expired)
+    def _expired(self, batch: Batch, e: Note.Expired) -> None:
+        self._update(batch, e, expired=True)
+
+    @handles(Note.Superseded)
+    def _superseded(self, batch: Batch, e: Note.Superseded) -> None:
+        self._update(batch, e, superseded_by=str(e.by), superseded_reason=e.reason)
+
+    @handles(Note.Supersedes)
+    def _supersedes(self, batch: Batch, e: Note.Supersedes) -> None:
+        self._update(batch, e)  # the chain is read from `superseded_by`; the row's version moves
+
+    @handles(Note.Merged)
+    def _merged(self, batch: Batch, e: Note.Merged) -> None:
+        self._update(batch, e, merged_from_json=json.dumps([str(s) for s in e.sources]))

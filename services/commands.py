@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain.errors import InvalidInput
-from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, MAX_SOURCE_REF_CHARS, NoteKind
+from engram.domain.note import (
+    DEFAULT_SCOPE,
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    MAX_SOURCE_REF_CHARS,
+    Lifecycle,
+    NoteKind,
+    Sensitivity,
+    Stability,
+)
 from engram.domain.text import STORABLE, StorableText
 
 MAX_BATCH_NOTES = 1000
@@ -40,6 +49,36 @@ class NoteInput(Command):
         str | None, Field(min_length=1, max_length=MAX_IDEMPOTENCY_KEY_CHARS), STORABLE
     ] = None
     source_ref: Annotated[str | None, Field(min_length=1, max_length=MAX_SOURCE_REF_CHARS), STORABLE] = None
+    # Spec 002's lifecycle (ADR 0046). Its rules (a volatile note needs ttl_days, a rule evidence…)
+    # are the domain's (`Lifecycle`), so that every interface refuses the same inputs the same way.
+    stability: Stability | None = Field(
+        None, description="volatile | stable | permanent; default stable (a soul: permanent)."
+    )
+    ttl_days: float | None = Field(None, description="Days the note lives, counted from `at`.")
+    sensitivity: Sensitivity = Sensitivity.NORMAL
+    confidence: float = 1.0
+    evidence: list[StorableText] = []
+    tags: list[StorableText] = []
+    scope: StorableText = DEFAULT_SCOPE
+    subject: Annotated[str | None, STORABLE] = None
+    job_id: Annotated[str | None, STORABLE] = None
+    at: AwareDatetime | None = Field(None, description="When it happened; default: when it is taken.")
+
+    def lifecycle(self, received_at: datetime) -> Lifecycle:
+        return Lifecycle(
+            self.kind,
+            received_at,
+            stability=self.stability,
+            ttl_days=self.ttl_days,
+            sensitivity=self.sensitivity,
+            confidence=self.confidence,
+            evidence=list(self.evidence),
+            tags=list(self.tags),
+            scope=self.scope,
+            subject=self.subject,
+            job_id=self.job_id,
+            at=self.at,
+        )
 
 
 class Result(BaseModel):
@@ -64,6 +103,12 @@ class NoteTaken(Result):
     parse_error: str | None = None
     duplicate: bool = Field(False, description="True when an idempotency key replayed an earlier note.")
     source_ref: str | None = None
+    stability: str | None = None
+    expires_at: str | None = Field(None, description="When the note expires (ISO 8601); None: never.")
+    sensitivity: str | None = None
+    superseded: list[str] = Field(
+        [], description="Notes this one superseded as it was taken (a new soul supersedes the last)."
+    )
 
 
 class NotesTaken(Result):

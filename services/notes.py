@@ -28,6 +28,9 @@ def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:
         duplicate=duplicate,
         source_ref=note.source_ref,
         position=position,
+        stability=note.stability,
+        expires_at=note.expires_at.isoformat() if note.expires_at is not None else None,
+        sensitivity=note.sensitivity,
     )
 
 
@@ -70,6 +73,7 @@ class NoteCommands:
                     note_id = random_ids[i]
                     # Before the key becomes an id: a key no store can keep has no id either.
                     check_note_refs(item.idempotency_key, item.source_ref)
+                    lifecycle = item.lifecycle(at)
                     if item.idempotency_key is not None:
                         note_id = note_id_for_key(being_id, item.idempotency_key)
                         existing = self._existing(note_id, being_id)
@@ -77,7 +81,9 @@ class NoteCommands:
                         if existing is None and first is not None:
                             existing = fresh[fresh_slots.index(first)]
                         if existing is not None:
-                            if not existing.same_request(item.kind.value, item.text, item.source_ref):
+                            if not existing.same_request(
+                                item.kind.value, item.text, item.source_ref, lifecycle, given_at=item.at
+                            ):
                                 raise IdempotencyConflict(
                                     f"idempotency key {item.idempotency_key!r} was used with other content",
                                     note_id=str(note_id),
@@ -94,6 +100,7 @@ class NoteCommands:
                         at,
                         idempotency_key=item.idempotency_key,
                         source_ref=item.source_ref,
+                        lifecycle=lifecycle,
                     )
                     fresh.append(note)
                     fresh_slots.append(i)

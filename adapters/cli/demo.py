@@ -77,7 +77,12 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             NoteInput(
                 kind="todo", text="Book the dentist for the filling in December", idempotency_key="demo-todo"
             ),
-            NoteInput(kind="rule", text="Never schedule meetings before 9:30", idempotency_key="demo-rule"),
+            NoteInput(
+                kind="rule",
+                text="Never schedule meetings before 9:30",
+                evidence=["said so twice when early calls were booked"],
+                idempotency_key="demo-rule",
+            ),
             NoteInput(
                 kind="relationship", text="Lena: closest friend, climbing partner", idempotency_key="demo-rel"
             ),

@@ -52,7 +52,17 @@ SourceRef = Annotated[
     str | None, Field(min_length=1, max_length=500, description="Where it came from, e.g. a message id.")
 ]
 NoteKindName = Literal[
-    "todo", "reminder", "knowledge", "rule", "preference", "relationship", "tool", "map"
+    "todo",
+    "reminder",
+    "knowledge",
+    "rule",
+    "preference",
+    "relationship",
+    "tool",
+    "map",
+    "log",
+    "summary",
+    "soul",
 ]  # every kind but scene (`note_scene`); a test holds it to `NoteKind`
 
 log = structlog.get_logger("engram.mcp")

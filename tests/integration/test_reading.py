@@ -419,7 +419,8 @@ def test_context_blocks(engram: Engram) -> None:
     take = engram.notes.take
 
     def note(kind: str, text: str) -> str:
-        return take("Aria", NoteInput(kind=kind, text=text)).note_id
+        evidence = ["asked for it in chat"] if kind == "rule" else []  # a rule needs evidence
+        return take("Aria", NoteInput(kind=kind, text=text, evidence=evidence)).note_id
 
     note("rule", "Answer in English")
     disabled = note("rule", "Never mention the weather")
