@@ -50,6 +50,20 @@ class ViewDiverged(ConsistencyTimeout):
     code = "view_diverged"
 
 
+class ViewFromNewerCode(ConsistencyTimeout):
+    """A view's tables were built by a newer Engram (a higher schema version than this code's): this
+    process never rebuilds them back, which would undo the newer process's upgrade (ADR 0050)."""
+
+    code = "view_from_newer_code"
+
+
+class ViewUpgrading(ConsistencyTimeout):
+    """A view's schema is older than this code's and reads in this process do not rebuild it (the HTTP
+    server after its start): it serves again once the worker or `engram projections rebuild` did."""
+
+    code = "view_upgrading"
+
+
 class ViewHeldBack(ConsistencyTimeout):
     """A view holds back the being's events since one of them could not be applied (ADR 0031)."""
 
@@ -75,6 +89,9 @@ class Views:
         projections beyond the application's."""
         self.settings = settings
         self.source = source
+        self.rebuild_on_read = True
+        """Whether a read that finds a view of an older schema rebuilds it. The HTTP server turns it
+        off once its start upgraded the views, so that no request ever rebuilds (ADR 0050)."""
         self._bulk_source = bulk_source or source
         self._storage = storage
         self._locks = locks
@@ -297,18 +314,29 @@ class Views:
                 self.ensure(names=[name])
 
     def _upgrade(self, name: str, stored: int) -> None:
-        """This code's schema differs from the view's tables: rebuild blue-green, unless a worker does it."""
+        """This code's schema differs from the view's tables: rebuild blue-green, unless a worker
+        does it. Never to an older schema, and never in a process that turned `rebuild_on_read` off."""
+        code = self.projections[name].schema_version
+        if stored > code:
+            self._reached.pop(name, None)
+            raise ViewFromNewerCode(
+                f"the {name} view was built by a newer Engram (view schema {stored}; this Engram knows "
+                f"{code}): upgrade this Engram, or rebuild the view with it on purpose "
+                f"(`engram projections rebuild {name}`)",
+                views=[name],
+            )
+        if not self.rebuild_on_read:
+            raise ViewUpgrading(
+                f"the {name} view is being upgraded to this Engram's schema ({stored} to {code}); it "
+                f"serves again once `engram worker` or `engram projections rebuild {name}` has rebuilt it",
+                views=[name],
+            )
         lock = self.lock(name)
         if not lock.try_acquire():
             return
         try:
             if engine.status(self.dbs[name], self.projections[name]).needs_rebuild:
-                log.warning(
-                    "view schema changed; rebuilding",
-                    view=name,
-                    stored=stored,
-                    code=self.projections[name].schema_version,
-                )
+                log.warning("view schema changed; rebuilding", view=name, stored=stored, code=code)
                 self.rebuild(name)
         finally:
             lock.release()

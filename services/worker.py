@@ -256,6 +256,36 @@ class Worker:
             self.stop_event.wait(1.0)
         return None
 
+    def _schema_upgraded(self, name: str) -> bool:
+        """A view whose tables an older Engram built is rebuilt before this worker applies events to
+        them (blue-green: readers keep the old generation until the switch); one that a newer Engram
+        built is left alone, and this worker does not run it (ADR 0050)."""
+        status = engine.status(self.views.dbs[name], self.views.projections[name])
+        if status.schema_version > status.code_schema_version:
+            log.error(
+                "view built by a newer Engram; this worker leaves it alone",
+                projection=name,
+                stored=status.schema_version,
+                code=status.code_schema_version,
+            )
+            return False
+        backoff = 0.5
+        while status.needs_rebuild and not self.stop_event.is_set():
+            log.warning(
+                "view schema changed; rebuilding",
+                projection=name,
+                stored=status.schema_version,
+                code=status.code_schema_version,
+            )
+            try:
+                self.views.rebuild(name)
+            except Exception as exc:  # another process's rebuild, a full disk: try again later
+                log.error("upgrading the view failed", projection=name, reason=f"{type(exc).__name__}: {exc}")
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            status = engine.status(self.views.dbs[name], self.views.projections[name])
+        return not status.needs_rebuild
+
     def _rebuilt(self, name: str, diverged: engine.LogDiverged) -> bool:
         try:
             self.views.rebuild_diverged(name, diverged)
@@ -270,6 +300,10 @@ class Worker:
             return
         self._held.add(name)
         db, projection = self.views.dbs[name], self.views.projections[name]
+        if not self._schema_upgraded(name):
+            self._held.discard(name)
+            lock.release()
+            return
         memo = self.views.memos[name]
         backoff = 0.5
         seen = self.wakeup.generation

@@ -61,6 +61,9 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if warm_up:
             await anyio.to_thread.run_sync(_warm_up, engram)
+        # The warm-up upgraded the views whose schema changed; from here on no request rebuilds one:
+        # a view still to upgrade answers `view_upgrading` until the worker has done it (ADR 0050).
+        engram.views.rebuild_on_read = False
         try:
             yield
         finally:
