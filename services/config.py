@@ -14,13 +14,12 @@ import os
 import types
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Any, ClassVar, Literal, TypeVar, Union, get_args, get_origin
 from urllib.parse import urlsplit
 
 import annotated_types
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engram.domain.errors import InvalidInput
 
@@ -33,8 +32,32 @@ side runs them without one)."""
 POSTGRES_SCHEMES = ("postgres", "postgresql", "postgresql+psycopg")
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_", extra="ignore")
+class EnvSettings(BaseModel):
+    """Settings read from environment variables: each field from `<env_prefix><FIELD>` (any case) or
+    from the names of its `validation_alias`; keywords given to the constructor win.
+
+    What pydantic-settings' `BaseSettings` did for the scalar fields Engram has, without importing it:
+    that import was about a tenth of every one-shot `engram` command's wall time (ADR 0051).
+    """
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    env_prefix: ClassVar[str] = ""
+
+    def __init__(self, **values: Any) -> None:
+        environ = {name.upper(): value for name, value in os.environ.items()}
+        from_env: dict[str, Any] = {}
+        for field in type(self).model_fields:
+            if field in values:
+                continue
+            for name in _variables(type(self), field):
+                if name.upper() in environ:
+                    from_env[field] = environ[name.upper()]
+                    break
+        super().__init__(**from_env, **values)
+
+
+class Settings(EnvSettings):
+    env_prefix: ClassVar[str] = "ENGRAM_"
 
     data_dir: Path = Field(Path("./engram-data"), description="Where the embedded default keeps its files.")
     database_url: SecretStr | None = Field(
@@ -216,7 +239,7 @@ class ConfigurationError(InvalidInput):
         self.problems = problems
 
 
-S = TypeVar("S", bound=BaseSettings)
+S = TypeVar("S", bound=EnvSettings)
 
 
 def load_settings(*, embedder_given: bool = False, llm_given: bool = False, **overrides: Any) -> Settings:
@@ -250,7 +273,7 @@ def load_model_settings(model: type[S], /, **overrides: Any) -> S:
 
 
 def unknown_variables(
-    environ: Mapping[str, str] | None = None, models: Iterable[type[BaseSettings]] = (Settings,)
+    environ: Mapping[str, str] | None = None, models: Iterable[type[EnvSettings]] = (Settings,)
 ) -> list[str]:
     """A warning line for each `ENGRAM_*` variable that none of `models` reads, with the closest known
     name. Variables of another edge's section (`ENGRAM_HTTP_*`) count only when its model is given."""
@@ -270,16 +293,16 @@ def unknown_variables(
     return out
 
 
-def variable_names(model: type[BaseSettings]) -> set[str]:
+def variable_names(model: type[EnvSettings]) -> set[str]:
     """Every environment variable that sets a field of `model`."""
     return {name for field in model.model_fields for name in _variables(model, field)}
 
 
-def _prefix(model: type[BaseSettings]) -> str:
-    return str(model.model_config.get("env_prefix", ""))
+def _prefix(model: type[EnvSettings]) -> str:
+    return model.env_prefix
 
 
-def _variables(model: type[BaseSettings], field: str) -> list[str]:
+def _variables(model: type[EnvSettings], field: str) -> list[str]:
     alias = model.model_fields[field].validation_alias
     if isinstance(alias, AliasChoices):
         return [str(choice) for choice in alias.choices]
@@ -288,20 +311,20 @@ def _variables(model: type[BaseSettings], field: str) -> list[str]:
     return [(_prefix(model) + field).upper()]
 
 
-def _name(model: type[BaseSettings], field: str, from_keyword: bool) -> str:
+def _name(model: type[EnvSettings], field: str, from_keyword: bool) -> str:
     if from_keyword:
         return field
     first, *others = _variables(model, field)
     return f"{first} (or {', '.join(others)})" if others else first
 
 
-def _unknown_keyword(model: type[BaseSettings], name: str) -> str:
+def _unknown_keyword(model: type[EnvSettings], name: str) -> str:
     close = difflib.get_close_matches(name, list(model.model_fields), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}=?" if close else ""
     return f"{name}= is not a setting{hint}"
 
 
-def _problem(model: type[BaseSettings], err: Mapping[str, Any], keywords: Collection[str]) -> str:
+def _problem(model: type[EnvSettings], err: Mapping[str, Any], keywords: Collection[str]) -> str:
     loc = err.get("loc") or ("?",)
     field = str(loc[0])
     if field not in model.model_fields:  # an alias names the field in the error

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from engram.services.config import EnvSettings
 
 MIB = 1024 * 1024
 
 
-class HttpSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="ENGRAM_HTTP_", extra="ignore")
+class HttpSettings(EnvSettings):
+    env_prefix: ClassVar[str] = "ENGRAM_HTTP_"
 
     host: str = Field("127.0.0.1", description="Interface to bind; --no-auth requires a loopback one.")
     port: int = Field(8765, ge=0, le=65535)

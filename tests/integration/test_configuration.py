@@ -165,3 +165,29 @@ def test_a_keyless_openai_compatible_server_needs_only_its_base_url(monkeypatch:
 def test_without_key_or_base_url_the_adapters_say_so_in_one_line() -> None:
     with pytest.raises(ConfigurationError, match="ENGRAM_OPENAI_BASE_URL"):
         build_llm(load_settings(llm="none").model_copy(update={"llm": "openai"}))
+
+
+def test_settings_read_the_environment_as_they_always_did(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Variables in any case, a field's other names (`OPENAI_API_KEY`), keywords winning, and text
+    turned into the field's type: what pydantic-settings did, kept without it (ADR 0051)."""
+    from engram.adapters.http.config import HttpSettings
+    from engram.services.config import Settings, load_model_settings
+
+    for name in list(os.environ):
+        if name.upper().startswith(("ENGRAM_", "OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("engram_log_level", "info")
+    monkeypatch.setenv("ENGRAM_LLM_TIMEOUT_S", "12.5")
+    monkeypatch.setenv("ENGRAM_COMMAND_RETRIES", "7")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-usual-variable")
+    monkeypatch.setenv("ENGRAM_HTTP_PORT", "9001")
+    settings = Settings(command_retries=2)
+    assert (settings.log_level, settings.llm_timeout_s, settings.command_retries) == ("info", 12.5, 2)
+    assert settings.openai_key() == "sk-from-the-usual-variable"
+    monkeypatch.setenv("ENGRAM_OPENAI_API_KEY", "sk-engram-first")
+    assert Settings().openai_key() == "sk-engram-first", "the first name of the field wins"
+    assert HttpSettings().port == 9001 and Settings().data_dir == Path("./engram-data")
+
+    monkeypatch.setenv("ENGRAM_HTTP_PORT", "ninety")
+    with pytest.raises(ConfigurationError, match="ENGRAM_HTTP_PORT='ninety': not a whole number"):
+        load_model_settings(HttpSettings)
