@@ -1,7 +1,9 @@
-"""Listing a being's clusters and nodes as they are: for looking around, so nothing is reactivated."""
+"""Listing a being's clusters, nodes and notes as they are: for looking around, so nothing is
+reactivated."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -10,6 +12,7 @@ from pydantic import BaseModel
 from engram.domain.errors import InvalidInput
 from engram.services.beings import parse_uuid, resolve_being_id
 from engram.services.errors import NotFound
+from engram.services.note_list import DEFAULT_NOTE_LIST, NoteListed, list_notes
 from engram.services.reading import NodeView
 
 NODE_STATES = ("active", "dying", "dead")
@@ -82,3 +85,28 @@ class Listing:
         if not named:
             raise NotFound(f"cluster {ref!r} not found")
         return UUID(named[0]["id"])
+
+    def notes(
+        self,
+        being_ref: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        unread: bool | None = None,
+        limit: int = DEFAULT_NOTE_LIST,
+        include_inactive: bool = False,
+        include_sensitive: bool = False,
+    ) -> list[NoteListed]:
+        """The being's notes, newest first; active and not sensitive unless asked (`note_list.py`)."""
+        return list_notes(
+            self.e,
+            being_ref,
+            kinds=kinds,
+            scope=scope,
+            tags=tags,
+            unread=unread,
+            limit=limit,
+            include_inactive=include_inactive,
+            include_sensitive=include_sensitive,
+        )
