@@ -22,25 +22,20 @@ from pydantic import ValidationError
 from engram.domain.errors import InvalidInput, InvalidScene
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS
 from engram.domain.scene import parse_scene_text
-from engram.services.commands import MAX_BATCH_NOTES, NoteInput, NoteTaken, invalid_input_of
+from engram.services.commands import (
+    LIFECYCLE_FIELDS,
+    MAX_BATCH_NOTES,
+    NoteInput,
+    NoteTaken,
+    invalid_input_of,
+)
 from engram.services.errors import IdempotencyConflict
 from engram.services.notes import NoteCommands
 
 IMPORT_BATCH = 500
 KEY_MEMBER = "key"
 """A line's own idempotency key: `{"key": "msg-1042", "action": …}`. It is not part of the scene."""
-LIFECYCLE_MEMBERS = (
-    "stability",
-    "ttl_days",
-    "sensitivity",
-    "confidence",
-    "evidence",
-    "tags",
-    "scope",
-    "subject",
-    "job_id",
-    "at",
-)
+LIFECYCLE_MEMBERS = LIFECYCLE_FIELDS
 """A line's lifecycle (spec 002), as `NoteInput` takes it: `{"action": …, "ttl_days": 30}`. Not part
 of the scene either."""
 

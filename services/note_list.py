@@ -1,4 +1,4 @@
-"""`engram notes list`: a being's notes as they stand, newest first (spec 002, ADR 0047).
+"""What `engram notes list` shows (`Listing.notes`): a being's notes as they stand (spec 002, ADR 0047).
 
 By default only the notes a prompt could use: neither superseded nor expired (compared with now, not
 waiting for the worker's `Note.Expired`), and not sensitive. `include_inactive` shows every state,
@@ -15,10 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from engram.domain.errors import InvalidInput
-from engram.domain.note import MAX_LABEL_CHARS, MAX_TAG_CHARS, MAX_TAGS, note_kind
+from engram.domain.note import MAX_LABEL_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from engram.domain.text import check_text
-from engram.projections.notes import utc_text
-from engram.services.beings import resolve_being_id
 
 DEFAULT_NOTE_LIST = 50
 MAX_NOTE_LIST = 1000
@@ -80,7 +78,7 @@ class NoteListed(BaseModel):
         )
 
 
-def _tags(tags: Sequence[str]) -> list[str]:
+def filter_tags(tags: Sequence[str]) -> list[str]:
     """Trimmed like a note's own tags (ADR 0046), so `--tag " garden"` finds the notes tagged garden."""
     if len(tags) > MAX_TAGS:
         raise InvalidInput(f"give at most {MAX_TAGS} tags, got {len(tags)}", field="tag")
@@ -95,38 +93,8 @@ def _tags(tags: Sequence[str]) -> list[str]:
     return clean
 
 
-def list_notes(
-    engram: Any,
-    being_ref: str,
-    *,
-    kinds: Sequence[str] | None = None,
-    scope: str | None = None,
-    tags: Sequence[str] | None = None,
-    unread: bool | None = None,
-    limit: int = DEFAULT_NOTE_LIST,
-    include_inactive: bool = False,
-    include_sensitive: bool = False,
-) -> list[NoteListed]:
-    """The being's notes, newest first by `at` (then id); `tags` match any; see the module."""
-    if isinstance(limit, bool) or not 1 <= limit <= MAX_NOTE_LIST:
-        raise InvalidInput(f"limit is between 1 and {MAX_NOTE_LIST}", field="limit")
-    kind_values = [note_kind(k).value for k in kinds or []]
+def check_scope(scope: str | None) -> None:
     if scope is not None:
         check_text("scope", scope)
         if not 0 < len(scope) <= MAX_LABEL_CHARS:
             raise InvalidInput(f"scope has 1 to {MAX_LABEL_CHARS} characters", field="scope")
-    clean_tags = _tags(list(tags or []))
-    being_id = resolve_being_id(engram.store, being_ref)
-    engram.views.ensure(names=["notes"], being=being_id)
-    now = utc_text(engram.clock.now())
-    rows = engram.views.read.listed_notes(
-        being_id,
-        kinds=kind_values,
-        scope=scope,
-        tags=clean_tags,
-        read=None if unread is None else not unread,
-        active_at=None if include_inactive else now,
-        include_sensitive=include_sensitive,
-        limit=limit,
-    )
-    return [NoteListed.of(r, now) for r in rows]

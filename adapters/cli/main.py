@@ -19,7 +19,7 @@ import click
 import structlog
 from pydantic import ValidationError
 
-from engram.adapters.cli.note_lifecycle import lifecycle_fields, lifecycle_options
+from engram.adapters.cli.note_lifecycle import lifecycle_options
 from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
 from engram.adapters.storage_full import deployment_storage, is_storage_full
@@ -27,7 +27,7 @@ from engram.domain.errors import DomainError, InvalidInput
 from engram.domain.note import NoteKind
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import NoteInput, invalid_input_of
+from engram.services.commands import NoteInput, given_lifecycle, invalid_input_of
 from engram.services.config import Settings, load_settings, unknown_variables
 from engram.services.errors import StorageFull
 from engram.services.note_import import ImportProgress, Line, import_lines
@@ -268,7 +268,7 @@ def note(
             raise InvalidInput(
                 "--key applies to one note; a file's lines get their own keys (or a `key` member each)"
             )
-        if lifecycle_fields(lifecycle):
+        if given_lifecycle(lifecycle):
             raise InvalidInput(
                 "a file's lines carry their own lifecycle: give each line members such as "
                 '"ttl_days" or "tags" instead of options'
@@ -290,7 +290,7 @@ def note(
         text=text,
         idempotency_key=idempotency_key,
         source_ref=source_ref,
-        **lifecycle_fields(lifecycle),
+        **given_lifecycle(lifecycle),
     )
     result = ctx.engram.notes.take(being_ref, item)
     if as_json:

@@ -25,29 +25,9 @@ OPTIONS = (
     click.option("--job-id", help="The job that wrote the note."),
     click.option("--at", help="When it happened, ISO 8601 with a zone (default now)."),
 )
-NAMES = (
-    "stability",
-    "ttl_days",
-    "sensitive",
-    "confidence",
-    "evidence",
-    "tags",
-    "scope",
-    "subject",
-    "job_id",
-    "at",
-)
 
 
 def lifecycle_options(fn: F) -> F:
     for option in reversed(OPTIONS):
         fn = option(fn)
     return fn
-
-
-def lifecycle_fields(given: dict[str, Any]) -> dict[str, Any]:
-    """The `NoteInput` fields of the options that were given (the others keep their defaults)."""
-    fields = {k: v for k, v in given.items() if k != "sensitive" and v not in (None, ())}
-    if given.get("sensitive"):
-        fields["sensitivity"] = "sensitive"
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}

@@ -7,7 +7,7 @@ it cannot read it again (only an admin token or the CLI sees it).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import Field
 
@@ -38,34 +38,3 @@ At = Annotated[
 Sensitive = Annotated[
     bool, Field(description="True: never put this note in a prompt or an answer (it is not shown again).")
 ]
-
-
-def lifecycle_fields(
-    *,
-    stability: str | None,
-    ttl_days: float | None,
-    tags: list[str] | None,
-    evidence: list[str] | None,
-    confidence: float | None,
-    scope: str | None,
-    subject: str | None,
-    job_id: str | None,
-    at: str | None,
-    sensitive: bool,
-) -> dict[str, Any]:
-    """The `NoteInput` fields the caller gave (the others keep `NoteInput`'s defaults)."""
-    given: dict[str, Any] = {
-        "stability": stability,
-        "ttl_days": ttl_days,
-        "tags": tags,
-        "evidence": evidence,
-        "confidence": confidence,
-        "scope": scope,
-        "subject": subject,
-        "job_id": job_id,
-        "at": at,
-    }
-    fields = {k: v for k, v in given.items() if v is not None}
-    if sensitive:
-        fields["sensitivity"] = "sensitive"
-    return fields

@@ -38,13 +38,12 @@ from engram.adapters.mcp.note_fields import (
     Subject,
     Tags,
     TtlDays,
-    lifecycle_fields,
 )
 from engram.domain.errors import DomainError
 from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
-from engram.services.commands import NoteInput, NoteTaken, invalid_input_of
+from engram.services.commands import NoteInput, NoteTaken, given_lifecycle, invalid_input_of
 from engram.services.ranking import PROFILES
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -362,18 +361,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
         if not text.strip():
             raise ToolError("the scene must not be empty")
-        lifecycle = lifecycle_fields(
-            stability=stability,
-            ttl_days=ttl_days,
-            tags=tags,
-            evidence=evidence,
-            confidence=confidence,
-            scope=scope,
-            subject=subject,
-            job_id=job_id,
-            at=at,
-            sensitive=sensitive,
-        )
+        lifecycle = given_lifecycle(locals())  # the lifecycle parameters above that were given
         return await _take_note(session, "scene", text, idempotency_key, source_ref, lifecycle)
 
     @server.tool(
@@ -407,18 +395,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         sensitive: Sensitive = False,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a note that is not a scene; the context shows it from the next call on."""
-        lifecycle = lifecycle_fields(
-            stability=stability,
-            ttl_days=ttl_days,
-            tags=tags,
-            evidence=evidence,
-            confidence=confidence,
-            scope=scope,
-            subject=subject,
-            job_id=job_id,
-            at=at,
-            sensitive=sensitive,
-        )
+        lifecycle = given_lifecycle(locals())  # the lifecycle parameters above that were given
         return await _take_note(session, kind, text, idempotency_key, source_ref, lifecycle)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)

@@ -107,3 +107,19 @@ def test_the_list_route_filters_and_shows_states(api: Api) -> None:
     assert ids(admin, include_sensitive="true", kind="knowledge") == [project, secret]
     bad = client.get("/v1/beings/Aria/notes", params={"limit": 1001}, headers=aria)
     assert bad.status_code == 422 and names_field("limit", _named(bad.json()))
+
+
+def test_a_replayed_key_compares_the_lifecycle(api: Api, engram: Engram) -> None:
+    client, _, aria = api
+    note = {"kind": "reminder", "text": "Bins out", "stability": "volatile", "ttl_days": 7, "tags": ["home"]}
+    first = client.post("/v1/beings/Aria/notes", json=note, headers={**aria, "Idempotency-Key": "bins"})
+    assert first.status_code == 201, first.text
+    again = client.post("/v1/beings/Aria/notes", json={**note, "idempotency_key": "bins"}, headers=aria)
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    head = engram.store.head()
+    for other in ({"ttl_days": 8}, {"tags": ["garden"]}, {"sensitivity": "sensitive"}):
+        conflict = client.post(
+            "/v1/beings/Aria/notes", json={**note, **other, "idempotency_key": "bins"}, headers=aria
+        )
+        assert conflict.status_code == 409 and conflict.json()["code"] == "idempotency_conflict", conflict.text
+    assert engram.store.head() == head
