@@ -121,5 +121,7 @@ def test_a_replayed_key_compares_the_lifecycle(api: Api, engram: Engram) -> None
         conflict = client.post(
             "/v1/beings/Aria/notes", json={**note, **other, "idempotency_key": "bins"}, headers=aria
         )
-        assert conflict.status_code == 409 and conflict.json()["code"] == "idempotency_conflict", conflict.text
+        assert conflict.status_code == 409 and conflict.json()["code"] == "idempotency_conflict", (
+            conflict.text
+        )
     assert engram.store.head() == head
