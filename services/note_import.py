@@ -2,9 +2,11 @@
 
 Every line gets an idempotency key, so an import killed halfway and started again writes each line
 once: a line's own `key` member if it has one, else one derived from the file's identity, the line's
-content and how many identical lines came before it in the file. Every line is validated before any
-is written; then they are written in batches (one transaction each), counting what was written, what
-was already there, and what was refused because its key was used before for other content.
+content and how many identical lines came before it in the file. A line may carry its lifecycle
+(spec 002) as members beside the scene's (`ttl_days`, `tags`, `at`, …; ADR 0047). Every line is
+validated, lifecycle included, before any is written; then they are written in batches (one
+transaction each), counting what was written, what was already there, and what was refused because
+its key was used before for other content.
 """
 
 from __future__ import annotations
