@@ -38,3 +38,8 @@ def node_id_for_note(note_id: UUID) -> UUID:
 
 def patrol_run_id(being_id: UUID, cycle: int) -> UUID:
     return uuid5(being_id, f"patrol-run:{cycle}")
+
+
+def soul_chain_id(being_id: UUID) -> UUID:
+    """The being's one `SoulChain`: two processes taking a soul at once write the same aggregate."""
+    return uuid5(being_id, "soul-chain")

@@ -229,7 +229,7 @@ class Lifecycle:
         if self.stability == Stability.PERMANENT and ttl_days is not None:
             raise InvalidInput("a permanent note never expires: give it no ttl_days", field="ttl_days")
         if kind == NoteKind.SOUL and self.stability != Stability.PERMANENT:
-            raise InvalidInput("a soul note is permanent", field="stability")
+            raise InvalidInput("a soul note is permanent: its stability is permanent", field="stability")
         if isinstance(confidence, bool) or not (math.isfinite(confidence) and 0.0 <= confidence <= 1.0):
             raise InvalidInput("confidence is a number from 0 to 1", field="confidence")
         evidence = list(evidence or [])

@@ -17,11 +17,12 @@ from uuid import UUID
 import numpy as np
 import numpy.typing as npt
 
+from engram.domain.note import Sensitivity
 from engram.projections import engine
 from engram.projections.beings import BEINGS, DIARY
 from engram.projections.fulltext.port import Condition
 from engram.projections.memory import CLUSTERS, NODES
-from engram.projections.notes import NOTES
+from engram.projections.notes import NOTE_TAGS, NOTES
 from engram.projections.patrol_runs import RUNS
 from engram.projections.ranking_cache import BeingRanking, RankingCache
 from engram.projections.sql import ViewConnection, ViewDatabase, chunks
@@ -310,6 +311,13 @@ class ReadModels:
         tail = "ORDER BY position" + (f" LIMIT {int(limit)}" if limit else "")
         return self._select("notes", NOTES, " AND ".join(where), params, tail)
 
+    def listed_notes(self, being_id: UUID, **filters: Any) -> list[Row]:
+        """`engram notes list` (`listed_notes_sql` holds the filters)."""
+        with self.reading("notes") as (conn, tables):
+            sql, params = listed_notes_sql(tables[NOTES.name], tables[NOTE_TAGS.name], being_id, **filters)
+            rows = conn.query(sql, params)
+        return [NOTES.normalise(r) for r in rows]
+
     def pending_scene_counts(self) -> dict[str, int]:
         """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
         with self.reading("notes") as (conn, tables):
@@ -329,3 +337,54 @@ class ReadModels:
         for r in rows:
             r["steps"] = json.loads(r.pop("steps_json"))
         return rows
+
+
+def listed_notes_sql(
+    notes: str,
+    note_tags: str,
+    being_id: UUID,
+    *,
+    kinds: Sequence[str] | None = None,
+    scope: str | None = None,
+    tags: Sequence[str] | None = None,
+    read: bool | None = None,
+    active_at: str | None = None,
+    include_sensitive: bool = False,
+    limit: int = 50,
+) -> tuple[str, list[Any]]:
+    """`engram notes list` on the tables `notes` and `note_tags`: newest first by `at` (then id).
+    `active_at` (a `utc_text` instant) leaves out the notes superseded or expired by then; `tags`
+    match any of them.
+
+    The plan (`EXPLAIN QUERY PLAN` on SQLite, pinned by tests/integration/test_note_list.py): the
+    `recent` or `kind_recent` index walks the being's notes newest first, so the limit stops the
+    walk; a tag filter finds its note ids through `note_tags`' `tag` index once.
+    """
+    where: list[str] = ["being_id = ?"]
+    params: list[Any] = [str(being_id)]
+    if kinds:
+        where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+        params += list(kinds)
+    if scope is not None:
+        where.append("scope = ?")
+        params.append(scope)
+    if read is not None:
+        where.append("read = ?")
+        params.append(read)
+    if not include_sensitive:
+        where.append("sensitivity = ?")
+        params.append(Sensitivity.NORMAL.value)
+    if active_at is not None:
+        where.append("superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)")
+        params.append(active_at)
+    if tags:
+        where.append(
+            f"id IN (SELECT note_id FROM {note_tags} "
+            f"WHERE being_id = ? AND tag IN ({', '.join('?' for _ in tags)}))"
+        )
+        params += [str(being_id), *tags]
+    sql = (
+        f"SELECT {NOTES.select_list} FROM {notes} WHERE {' AND '.join(where)} "
+        f"ORDER BY at DESC, id DESC LIMIT {int(limit)}"
+    )
+    return sql, params

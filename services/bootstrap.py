@@ -29,6 +29,7 @@ from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
+    from engram.services.listing import Listing
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
@@ -71,6 +72,13 @@ class Engram:
         from engram.services.reading import Reading
 
         return Reading(self)
+
+    @cached_property
+    def listing(self) -> Listing:
+        """clusters, nodes and notes as they are (reactivates nothing)."""
+        from engram.services.listing import Listing
+
+        return Listing(self)
 
     @cached_property
     def views(self) -> Views:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -79,6 +80,30 @@ class NoteInput(Command):
             job_id=self.job_id,
             at=self.at,
         )
+
+
+LIFECYCLE_FIELDS = (
+    "stability",
+    "ttl_days",
+    "sensitivity",
+    "confidence",
+    "evidence",
+    "tags",
+    "scope",
+    "subject",
+    "job_id",
+    "at",
+)
+"""`NoteInput`'s lifecycle fields: what an interface passes on beside the text when they are given."""
+
+
+def given_lifecycle(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The lifecycle fields among `values` that were given (not None, not empty), for `NoteInput`;
+    the others keep its defaults. A `sensitive` flag (CLI, MCP) is `sensitivity: sensitive`."""
+    given = {k: v for k, v in values.items() if k in LIFECYCLE_FIELDS and v is not None and v != ()}
+    if values.get("sensitive"):
+        given["sensitivity"] = "sensitive"
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in given.items()}
 
 
 class Result(BaseModel):

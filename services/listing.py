@@ -1,15 +1,26 @@
-"""Listing a being's clusters and nodes as they are: for looking around, so nothing is reactivated."""
+"""Listing a being's clusters, nodes and notes as they are: for looking around, so nothing is
+reactivated."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel
 
 from engram.domain.errors import InvalidInput
+from engram.domain.note import note_kind
+from engram.projections.notes import utc_text
 from engram.services.beings import parse_uuid, resolve_being_id
 from engram.services.errors import NotFound
+from engram.services.note_list import (
+    DEFAULT_NOTE_LIST,
+    MAX_NOTE_LIST,
+    NoteListed,
+    check_scope,
+    filter_tags,
+)
 from engram.services.reading import NodeView
 
 NODE_STATES = ("active", "dying", "dead")
@@ -82,3 +93,38 @@ class Listing:
         if not named:
             raise NotFound(f"cluster {ref!r} not found")
         return UUID(named[0]["id"])
+
+    def notes(
+        self,
+        being_ref: str,
+        *,
+        kinds: Sequence[str] | None = None,
+        scope: str | None = None,
+        tags: Sequence[str] | None = None,
+        unread: bool | None = None,
+        limit: int = DEFAULT_NOTE_LIST,
+        include_inactive: bool = False,
+        include_sensitive: bool = False,
+    ) -> list[NoteListed]:
+        """The being's notes, newest first by `at` (then id); `tags` match any. Only active notes
+        (neither superseded nor expired by now) that are not sensitive, unless `include_inactive` and
+        `include_sensitive` say otherwise (`note_list.py`)."""
+        if isinstance(limit, bool) or not 1 <= limit <= MAX_NOTE_LIST:
+            raise InvalidInput(f"limit is between 1 and {MAX_NOTE_LIST}", field="limit")
+        kind_values = [note_kind(k).value for k in kinds or []]
+        check_scope(scope)
+        clean_tags = filter_tags(list(tags or []))
+        being_id = resolve_being_id(self.e.store, being_ref)
+        self.e.views.ensure(names=["notes"], being=being_id)
+        now = utc_text(self.e.clock.now())
+        rows = self.e.views.read.listed_notes(
+            being_id,
+            kinds=kind_values,
+            scope=scope,
+            tags=clean_tags,
+            read=None if unread is None else not unread,
+            active_at=None if include_inactive else now,
+            include_sensitive=include_sensitive,
+            limit=limit,
+        )
+        return [NoteListed.of(r, now) for r in rows]

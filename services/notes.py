@@ -14,10 +14,13 @@ from engram.services.commands import MAX_BATCH_NOTES, NoteInput, NotesTaken, Not
 from engram.services.errors import IdempotencyConflict, NotFound
 from engram.services.ports import Clock, IdFactory
 from engram.services.runner import CommandRunner
+from engram.services.souls import replace_souls
 from engram.services.store import AggregateStore
 
 
-def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:
+def _result(
+    note: Note, *, duplicate: bool, position: int | None, superseded: list[UUID] | None = None
+) -> NoteTaken:
     is_scene = note.kind == NoteKind.SCENE
     return NoteTaken(
         note_id=str(note.id),
@@ -31,6 +34,7 @@ def _result(note: Note, *, duplicate: bool, position: int | None) -> NoteTaken:
         stability=note.stability,
         expires_at=note.expires_at.isoformat() if note.expires_at is not None else None,
         sensitivity=note.sensitivity,
+        superseded=[str(i) for i in superseded or []],
     )
 
 
@@ -107,9 +111,13 @@ class NoteCommands:
             except InvalidInput as exc:
                 _number(exc, i, len(notes))
                 raise
-            position = self.store.save(*fresh) if fresh else None
+            # A new soul supersedes the current one in this transaction (ADR 0047).
+            also, replaced = replace_souls(self.store, being_id, fresh, at)
+            position = self.store.save(*fresh, *also) if fresh else None
             for slot, note in zip(fresh_slots, fresh, strict=True):
-                results[slot] = _result(note, duplicate=False, position=position)
+                results[slot] = _result(
+                    note, duplicate=False, position=position, superseded=replaced.get(note.id)
+                )
             return NotesTaken(notes=[r for r in results if r is not None], position=position)
 
         return self.runner.run("take_notes", handle, being_id=being_id)

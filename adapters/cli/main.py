@@ -19,6 +19,7 @@ import click
 import structlog
 from pydantic import ValidationError
 
+from engram.adapters.cli.note_lifecycle import lifecycle_options
 from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_UNEXPECTED, emit_json, fail, fail_text
 from engram.adapters.logging import configure_logging
 from engram.adapters.storage_full import deployment_storage, is_storage_full
@@ -26,7 +27,7 @@ from engram.domain.errors import DomainError, InvalidInput
 from engram.domain.note import NoteKind
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import NoteInput, invalid_input_of
+from engram.services.commands import NoteInput, given_lifecycle, invalid_input_of
 from engram.services.config import Settings, load_settings, unknown_variables
 from engram.services.errors import StorageFull
 from engram.services.note_import import ImportProgress, Line, import_lines
@@ -227,12 +228,15 @@ NOTE_KINDS = [k.value for k in NoteKind]
     "--kind",
     default=None,
     type=click.Choice(NOTE_KINDS),
-    help="The kind of a --text note. --scene and --file note scenes. The system prompt lists rule, "
-    "preference, relationship, tool (a tool the being can use) and map (an entry of its map: a place, "
-    "a person, a project); the snapshot todo, reminder and knowledge.",
+    help="The kind of a --text note. --scene and --file note scenes. The system prompt lists soul (the "
+    "being's identity; a new one supersedes the last), rule (needs --evidence), preference, "
+    "relationship, tool (a tool the being can use) and map (an entry of its map: a place, a person, a "
+    "project); the snapshot todo, reminder and knowledge; summary is what a job or a session came to, "
+    "log a raw record of a request or an event.",
 )
 @click.option("--key", "idempotency_key", help="Idempotency key: the same key twice gives the same note.")
 @click.option("--source-ref", help="Where the note came from, e.g. a message id.")
+@lifecycle_options
 @command
 def note(
     ctx: Context,
@@ -245,12 +249,14 @@ def note(
     source_ref: str | None,
     *,
     as_json: bool,
+    **lifecycle: Any,
 ) -> None:
     """Note a scene (or another kind of note) for BEING.
 
     --file imports JSON lines, one scene each: every line is checked before any is written, and each
     gets an idempotency key (the file's path, the line's content and its place among identical lines;
-    or the line's own "key" member), so an import that was interrupted can simply be run again.
+    or the line's own "key" member), so an import that was interrupted can simply be run again. A
+    line may carry its lifecycle as members too: "ttl_days", "tags", "at", … (as the options say).
     """
     given = [x for x in (scene_text, scene_file, plain_text) if x is not None]
     if len(given) != 1:
@@ -261,6 +267,11 @@ def note(
         if idempotency_key:
             raise InvalidInput(
                 "--key applies to one note; a file's lines get their own keys (or a `key` member each)"
+            )
+        if given_lifecycle(lifecycle):
+            raise InvalidInput(
+                "a file's lines carry their own lifecycle: give each line members such as "
+                '"ttl_days" or "tags" instead of options'
             )
         _import_file(ctx, being_ref, scene_file, source_ref, as_json=as_json)
         return
@@ -274,14 +285,23 @@ def note(
         )
     text = scene_text if scene_text is not None else cast(str, plain_text)
     kind = kind or "scene"
-    result = ctx.engram.notes.take(
-        being_ref, NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+    item = NoteInput(
+        kind=kind,
+        text=text,
+        idempotency_key=idempotency_key,
+        source_ref=source_ref,
+        **given_lifecycle(lifecycle),
     )
+    result = ctx.engram.notes.take(being_ref, item)
     if as_json:
         emit_json(result.model_dump())
         return
     dup = " (already noted with this key)" if result.duplicate else ""
     click.echo(f"noted {result.kind} {result.note_id}{dup}")
+    if result.expires_at is not None:
+        click.echo(f"  expires {result.expires_at}")
+    for old in result.superseded:
+        click.echo(f"  supersedes {old}")
     if result.parsed is False:
         click.echo(
             f"warning: the text did not parse as a scene and is kept for repair: {result.parse_error}",
@@ -480,9 +500,10 @@ from engram.adapters.cli import demo as _demo  # noqa: E402
 from engram.adapters.cli import http_cmds as _http  # noqa: E402
 from engram.adapters.cli import listing_cmds as _listing  # noqa: E402
 from engram.adapters.cli import mcp_cmds as _mcp  # noqa: E402
+from engram.adapters.cli import notes_cmds as _notes  # noqa: E402
 from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 
-for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench):
+for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench, _notes):
     _module.register(cli, command)
 
 

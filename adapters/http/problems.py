@@ -261,3 +261,4 @@ CONFLICT: Responses = {
     409: _doc("Conflict: duplicate, idempotency key reuse, concurrency, or a domain rule.")
 }
 ADMIN: Responses = {403: _doc("The endpoint needs an admin token.")}
+SENSITIVE: Responses = {403: _doc("Sensitive notes need an admin token.")}

@@ -13,7 +13,7 @@ from uuid import UUID
 from fastapi import APIRouter, Header, Query, Response
 
 from engram.adapters.http.deps import Admin, Being, Caller, EngramDep, Tokens, parse_as_of
-from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT
+from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT, SENSITIVE, ApiError
 from engram.adapters.http.schemas import (
     BeingCreate,
     BeingSummary,
@@ -25,7 +25,6 @@ from engram.adapters.http.schemas import (
     LogEntry,
     NoteBatch,
     NotePatch,
-    NoteRow,
     PatrolIn,
     PatrolOut,
     PatrolRunRow,
@@ -43,6 +42,7 @@ from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from engram.services.note_list import DEFAULT_NOTE_LIST, MAX_NOTE_LIST, NoteListed
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
     MAX_QUERY_CHARS,
@@ -230,21 +230,42 @@ def take_notes(body: NoteBatch, being: Being, engram: EngramDep, response: Respo
     return taken
 
 
-@v1.get("/beings/{being}/notes", name="list_notes", response_model=list[NoteRow], tags=["notes"])
+@v1.get(
+    "/beings/{being}/notes",
+    name="list_notes",
+    response_model=list[NoteListed],
+    tags=["notes"],
+    responses=SENSITIVE,
+)
 def list_notes(
     being: Being,
     engram: EngramDep,
+    caller: Caller,
     kind: Annotated[list[NoteKind] | None, Query(description="Only these kinds.")] = None,
     unread: Annotated[
         bool | None, Query(description="true: only unread notes; false: only read ones.")
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
-) -> list[dict[str, Any]]:
-    """The being's notes in the order they were taken."""
-    engram.views.ensure(names=["notes"], being=being.id)
-    read = None if unread is None else not unread
-    kinds = [k.value for k in kind] if kind else None
-    return engram.views.read.notes(being.id, kinds=kinds, read=read, limit=limit)
+    scope: Annotated[str | None, Query(min_length=1, max_length=200, description="Only this scope.")] = None,
+    tag: Annotated[list[str] | None, Query(description="Only notes with one of these tags.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_NOTE_LIST)] = DEFAULT_NOTE_LIST,
+    all_states: Annotated[
+        bool, Query(alias="all", description="Also expired and superseded notes (`state` says which).")
+    ] = False,
+    include_sensitive: Annotated[bool, Query(description="Also sensitive notes: admin tokens only.")] = False,
+) -> list[NoteListed]:
+    """The being's notes, newest first by `at`: active and not sensitive unless asked."""
+    if include_sensitive and not caller.is_admin:
+        raise ApiError(403, "forbidden", "sensitive notes need an admin token")
+    return engram.listing.notes(
+        being.ref,
+        kinds=[k.value for k in kind or []],
+        scope=scope,
+        tags=tag,
+        unread=unread,
+        limit=limit,
+        include_inactive=all_states,
+        include_sensitive=include_sensitive,
+    )
 
 
 @v1.patch(

@@ -70,20 +70,6 @@ class NotePatch(Body):
     enabled: bool | None = Field(None, description="Enable or disable the note (rules, preferences, …).")
 
 
-class NoteRow(BaseModel):
-    id: str
-    kind: str
-    text: str
-    read: bool
-    enabled: bool
-    parse_status: str
-    parse_error: str | None
-    idempotency_key: str | None
-    source_ref: str | None
-    node_id: str | None
-    created_at: str
-
-
 class ClusterRow(BaseModel):
     id: str
     name: str

@@ -27,11 +27,23 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from engram.adapters.mcp.note_fields import (
+    At,
+    Confidence,
+    Evidence,
+    JobId,
+    Scope,
+    Sensitive,
+    Stability,
+    Subject,
+    Tags,
+    TtlDays,
+)
 from engram.domain.errors import DomainError
 from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
-from engram.services.commands import NoteInput, NoteTaken, invalid_input_of
+from engram.services.commands import NoteInput, NoteTaken, given_lifecycle, invalid_input_of
 from engram.services.ranking import PROFILES
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -184,11 +196,18 @@ def _memories_result(nodes: list[NodeView], empty: str, page: Searched | None = 
 
 
 async def _take_note(
-    session: EngramSession, kind: str, text: str, idempotency_key: str | None, source_ref: str | None
+    session: EngramSession,
+    kind: str,
+    text: str,
+    idempotency_key: str | None,
+    source_ref: str | None,
+    lifecycle: dict[str, Any],
 ) -> CallToolResult:
     """`note_scene` and `note`: take one note; the text says what became of it."""
     try:
-        item = NoteInput(kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref)
+        item = NoteInput(
+            kind=kind, text=text, idempotency_key=idempotency_key, source_ref=source_ref, **lifecycle
+        )
     except ValidationError as exc:
         refused = invalid_input_of(exc)
         raise ToolError(f"{refused.code}: {refused.message}") from exc
@@ -196,6 +215,10 @@ async def _take_note(
     message = f"noted {taken.kind} {taken.note_id}" + (
         " (already noted with this key)" if taken.duplicate else ""
     )
+    if taken.expires_at is not None:
+        message += f"; it expires {taken.expires_at}"
+    if taken.superseded:
+        message += f"; it supersedes {', '.join(taken.superseded)}"
     if taken.parsed is False:
         message += f"; it did not parse as a scene and is kept for repair: {taken.parse_error}"
     return CallToolResult(
@@ -323,12 +346,23 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         ],
         idempotency_key: IdempotencyKey = None,
         source_ref: SourceRef = None,
+        stability: Stability = None,
+        ttl_days: TtlDays = None,
+        tags: Tags = None,
+        evidence: Evidence = None,
+        confidence: Confidence = None,
+        scope: Scope = None,
+        subject: Subject = None,
+        job_id: JobId = None,
+        at: At = None,
+        sensitive: Sensitive = False,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a scene: it becomes a memory at the next patrol."""
         text = scene if isinstance(scene, str) else json.dumps(scene, ensure_ascii=False)
         if not text.strip():
             raise ToolError("the scene must not be empty")
-        return await _take_note(session, "scene", text, idempotency_key, source_ref)
+        lifecycle = given_lifecycle(locals())  # the lifecycle parameters above that were given
+        return await _take_note(session, "scene", text, idempotency_key, source_ref, lifecycle)
 
     @server.tool(
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
@@ -338,17 +372,31 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         kind: Annotated[
             NoteKindName,
             Field(
-                description="todo, reminder or knowledge (the snapshot); rule, preference, relationship, "
-                "tool (a tool I can use) or map (an entry of my map: a place, a person, a project) "
-                "(the system prompt). Scenes go through note_scene."
+                description="todo, reminder or knowledge (the snapshot); soul (who I am: a new one "
+                "replaces the last), rule (reusable knowledge: needs evidence and confidence 0.8+), "
+                "preference, relationship, tool (a tool I can use) or map (an entry of my map: a place, "
+                "a person, a project) (the system prompt); summary (what a job or a session came to); "
+                "log (a raw record of a request or an event, usually volatile with ttl_days). Scenes go "
+                "through note_scene."
             ),
         ],
         text: Annotated[str, Field(min_length=1, description="The note.")],
         idempotency_key: IdempotencyKey = None,
         source_ref: SourceRef = None,
+        stability: Stability = None,
+        ttl_days: TtlDays = None,
+        tags: Tags = None,
+        evidence: Evidence = None,
+        confidence: Confidence = None,
+        scope: Scope = None,
+        subject: Subject = None,
+        job_id: JobId = None,
+        at: At = None,
+        sensitive: Sensitive = False,
     ) -> Annotated[CallToolResult, NoteTaken]:
         """Remember a note that is not a scene; the context shows it from the next call on."""
-        return await _take_note(session, kind, text, idempotency_key, source_ref)
+        lifecycle = given_lifecycle(locals())  # the lifecycle parameters above that were given
+        return await _take_note(session, kind, text, idempotency_key, source_ref, lifecycle)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
     async def context() -> Annotated[CallToolResult, ContextView]:

@@ -132,3 +132,34 @@ def test_text_without_kind_asks_for_a_kind(tmp_path: Path, monkeypatch: pytest.M
     assert not any(e["type"] == "Note.Noted" for e in log)  # nothing was stored
     result = runner.invoke(cli, ["note", "Aria", "--text", "Renew the passport", "--kind", "todo", "--json"])
     assert result.exit_code == 0 and json.loads(result.stdout)["kind"] == "todo"
+
+
+def test_lifecycle_members_leave_the_scene_and_the_whole_line_keys_it() -> None:
+    """A line without members keeps the key it always had; a line with members is keyed by the whole
+    line, so the same line keeps its key and a line whose TTL changed is another line (ADR 0047)."""
+    with_ttl = json.dumps({**json.loads(SCENE), "ttl_days": 7, "stability": "volatile", "tags": ["a"]})
+    longer = json.dumps({**json.loads(SCENE), "ttl_days": 8, "stability": "volatile", "tags": ["a"]})
+    plain, first, other = prepare("/data/a.jsonl", [Line(1, SCENE), Line(2, with_ttl), Line(3, longer)], None)
+    assert plain.idempotency_key == line_key("/data/a.jsonl", SCENE, 1) and plain.text == SCENE
+    assert first.idempotency_key == line_key("/data/a.jsonl", with_ttl, 1)
+    assert other.idempotency_key not in (first.idempotency_key, plain.idempotency_key)
+    assert json.loads(first.text) == json.loads(SCENE)
+    assert (first.ttl_days, first.stability, first.tags) == (7, "volatile", ["a"])
+    own = json.dumps({"key": "k", **json.loads(SCENE), "scope": "garden"})
+    [keyed] = prepare("/data/a.jsonl", [Line(1, own)], None)
+    assert (keyed.idempotency_key, keyed.scope, json.loads(keyed.text)) == ("k", "garden", json.loads(SCENE))
+
+
+def test_a_bad_lifecycle_member_names_its_line_and_field() -> None:
+    from datetime import UTC, datetime
+
+    lines = [
+        Line(1, json.dumps({**json.loads(SCENE), "stability": "volatile"})),
+        Line(2, json.dumps({**json.loads(SCENE), "ttl_days": "soon"})),
+        Line(3, json.dumps({**json.loads(SCENE), "colour": "red"})),
+    ]
+    with pytest.raises(InvalidScene) as caught:
+        prepare("/data/a.jsonl", lines, None, datetime(2026, 11, 1, tzinfo=UTC))
+    fields = [e["field"] for e in caught.value.errors]
+    assert fields[0] == "line 1: ttl_days" and fields[1] == "line 2: ttl_days"
+    assert fields[2].startswith("line 3")  # not a lifecycle member: the scene schema refuses it

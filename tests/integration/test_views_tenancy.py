@@ -22,7 +22,7 @@ def _populate(e: Engram, name: str) -> tuple[Being, list[MemoryNode]]:
     )
     nodes = [MemoryNode.create(uuid4(), scene, root, 0, e.clock.now()) for _ in range(3)]
     e.store.save(*nodes)
-    e.notes.take(name, NoteInput(kind="todo", text="shared words"))
+    e.notes.take(name, NoteInput(kind="todo", text="shared words", tags=["shared"]))
     e.notes.take(
         name, NoteInput(text=json.dumps({"action": "shared", "actors": ["me"], "when": ["2026-01-01"]}))
     )
@@ -44,5 +44,7 @@ def test_every_query_is_scoped_to_its_being(engram: Engram) -> None:
         assert all(read.cluster(being.id, n.cluster_id) is None for n in theirs)
         assert {r["being_id"] for r in read.notes(being.id)} == {str(being.id)}
         assert len(read.notes(being.id)) == 2
+        assert {r["being_id"] for r in read.listed_notes(being.id, tags=["shared"])} == {str(being.id)}
+        assert len(read.listed_notes(being.id)) == 2
         assert [d["being_id"] for d in read.diary(being.id)] == [str(being.id)]
         assert read.revivable(being.id) == []
