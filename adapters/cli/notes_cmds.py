@@ -19,6 +19,10 @@ def _line(link: Any) -> str:
     return f"{link.id}  [{link.kind}] {link.at[:19]}{state}  {text}"
 
 
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     """Adds the `notes` group to `cli`; `command` adds --json and error handling."""
 
@@ -85,7 +89,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if as_json:
             emit_json(report.as_dict())
         else:
-            click.echo(f"{report.expired} notes expired")
+            click.echo(_count(report.expired, "note", "notes") + " expired")
 
     @notes.command("maintain")
     @click.argument("being_ref", metavar="BEING", required=False)
@@ -100,6 +104,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             emit_json(report.as_dict())
             return
         summary = report.as_dict()
-        click.echo(f"{summary['notes_merged']} notes merged into {summary['merges']} summaries")
+        merged = _count(summary["notes_merged"], "note", "notes")
+        click.echo(f"{merged} merged into {_count(summary['merges'], 'summary', 'summaries')}")
         for failure in report.failed:
             click.echo(f"not merged ({failure['reason']}): {', '.join(failure['notes'])}", err=True)

@@ -287,12 +287,12 @@ def supersede_note(note_id: UUID, body: SupersedeIn, being: Being, engram: Engra
 
 
 @v1.get(
-    "/beings/{being}/notes/{note_id}/history",
-    name="note_history",
+    "/beings/{being}/notes/{note_id}/chain",
+    name="note_chain",
     response_model=NoteChain,
     tags=["notes"],
 )
-def note_history(note_id: UUID, being: Being, engram: EngramDep, caller: Caller) -> NoteChain:
+def note_chain(note_id: UUID, being: Being, engram: EngramDep, caller: Caller) -> NoteChain:
     """The note's chain both ways: what it replaced and what replaced it. A sensitive note's text only
     for an admin token."""
     return engram.note_lifecycle.history(being.ref, note_id, include_sensitive=caller.is_admin)
