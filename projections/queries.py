@@ -318,8 +318,8 @@ class ReadModels:
         where = "expires_at IS NOT NULL AND NOT expired AND expires_at <= ?"
         params: list[Any] = [now]
         if after is not None:
-            where += " AND (expires_at > ? OR (expires_at = ? AND id > ?))"
-            params += [after[0], after[0], after[1]]
+            where += " AND (expires_at, id) > (?, ?)"
+            params += [after[0], after[1]]
         with self.reading("notes") as (conn, tables):
             rows = conn.query(
                 f"SELECT id, being_id, expires_at FROM {tables['notes']} WHERE {where} "
