@@ -7,77 +7,65 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from engram.adapters.cli.main import cli
-from engram.domain.note import Note
 from engram.services.beings import resolve_being_id
 from engram.services.bootstrap import bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
+from tests.integration.test_cli import run as cli_run  # noqa: F401  (a fixture, used by name)
+from tests.note_support import old_volatile_note
 
 
 @pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
-    monkeypatch.setenv("ENGRAM_LLM", "none")
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> tuple[int, str, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.stderr
-        return result.exit_code, result.stdout, result.stderr
-
-    invoke("being", "create", "Aria")
-    return invoke
+def aria(cli_run):  # noqa: F811  (test_cli's `run`: the CLI on a fresh data dir)
+    cli_run("being", "create", "Aria")
+    return cli_run
 
 
-def _note(run, text: str) -> str:
-    return json.loads(run("note", "Aria", "--kind", "knowledge", "--text", text, "--json")[1])["note_id"]
+def _note(invoke, text: str) -> str:
+    return json.loads(invoke("note", "Aria", "--kind", "knowledge", "--text", text, "--json")[1])["note_id"]
 
 
-def test_supersede_and_history(run) -> None:
-    a, b, c = _note(run, "soul one"), _note(run, "soul two"), _note(run, "soul three")
-    _, out, _ = run("notes", "supersede", "Aria", a, "--by", b)
+def test_supersede_and_history(aria) -> None:
+    a, b, c = _note(aria, "soul one"), _note(aria, "soul two"), _note(aria, "soul three")
+    _, out, _ = aria("notes", "supersede", "Aria", a, "--by", b)
     assert out.strip() == f"note {a} superseded by {b}"
-    assert json.loads(run("notes", "supersede", "Aria", b, "--by", c, "--json")[1])["reason"] == "manual"
-    _, out, _ = run("notes", "history", "Aria", b)
+    assert json.loads(aria("notes", "supersede", "Aria", b, "--by", c, "--json")[1])["reason"] == "manual"
+    _, out, _ = aria("notes", "history", "Aria", b)
     lines = out.splitlines()
     assert lines[0].startswith(f"  replaced   {a}") and "soul one" in lines[0]
     assert lines[1].startswith(f"* this note  {b}")
     assert lines[2].startswith(f"  replaced by {c}")
-    chain = json.loads(run("notes", "history", "Aria", a, "--json")[1])
+    chain = json.loads(aria("notes", "history", "Aria", a, "--json")[1])
     assert [link["id"] for link in chain["replaced_by"]] == [b, c]
 
 
-def test_refusals_have_exit_codes_and_say_why(run) -> None:
-    a, b = _note(run, "one"), _note(run, "two")
-    code, _, err = run("notes", "supersede", "Aria", a, "--by", a, ok=False)
+def test_refusals_have_exit_codes_and_say_why(aria) -> None:
+    a, b = _note(aria, "one"), _note(aria, "two")
+    code, _, err = aria("notes", "supersede", "Aria", a, "--by", a, ok=False)
     assert code == 2 and "itself" in err
-    code, _, err = run(
+    code, _, err = aria(
         "notes", "supersede", "Aria", a, "--by", "00000000-0000-0000-0000-000000000001", ok=False
     )
     assert code == 3 and "not found" in err
-    run("notes", "supersede", "Aria", a, "--by", b)
-    code, _, err = run("notes", "supersede", "Aria", b, "--by", a, ok=False)
+    aria("notes", "supersede", "Aria", a, "--by", b)
+    code, _, err = aria("notes", "supersede", "Aria", b, "--by", a, ok=False)
     assert code == 4 and "superseded" in err and "Traceback" not in err
-    code, _, err = run("notes", "merge", "Aria", b, ok=False)
+    code, _, err = aria("notes", "merge", "Aria", b, ok=False)
     assert code == 2 and "two notes or more" in err
 
 
-def test_merge_without_llm(run) -> None:
-    a, b = _note(run, "the boiler broke"), _note(run, "the boiler was fixed")
-    _, out, _ = run("notes", "merge", "Aria", a, b, "--no-llm")
+def test_merge_without_llm(aria) -> None:
+    a, b = _note(aria, "the boiler broke"), _note(aria, "the boiler was fixed")
+    _, out, _ = aria("notes", "merge", "Aria", a, b, "--no-llm")
     assert out.startswith("merged 2 notes into summary ") and "without an LLM" in out
-    done = json.loads(run("notes", "merge", "Aria", _note(run, "x"), _note(run, "y"), "--json")[1])
+    done = json.loads(aria("notes", "merge", "Aria", _note(aria, "x"), _note(aria, "y"), "--json")[1])
     assert done["method"] == "concatenation" and len(done["sources"]) == 2
-    _, out, _ = run("notes", "history", "Aria", done["note_id"])
+    _, out, _ = aria("notes", "history", "Aria", done["note_id"])
     assert out.count("  replaced   ") == 2
 
 
-def test_sweep_and_maintain(run, tmp_path: Path) -> None:
+def test_sweep_and_maintain(aria, tmp_path: Path) -> None:
     settings = Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none")
     with bootstrap(settings) as e:
         long_ago = datetime.now(UTC) - timedelta(days=20)
@@ -90,33 +78,12 @@ def test_sweep_and_maintain(run, tmp_path: Path) -> None:
         )
         being_id = resolve_being_id(e.store, "Aria")
         olds = [
-            Note._create(
-                Note.Noted,
-                id=e.ids.new_id(),
-                being_id=being_id,
-                kind="log",
-                text=f"old log {i}",
-                idempotency_key=None,
-                source_ref=None,
-                timestamp=long_ago,
-                stability="volatile",
-                ttl_days=None,
-                expires_at=None,
-                sensitivity="normal",
-                confidence=1.0,
-                evidence=[],
-                tags=[],
-                scope="user",
-                subject=None,
-                job_id=None,
-                at=long_ago,
-            )
-            for i in range(2)
+            old_volatile_note(e.ids.new_id(), being_id, "log", f"old log {i}", long_ago) for i in range(2)
         ]
         e.store.save(*olds)
-    _, out, _ = run("notes", "sweep")
+    _, out, _ = aria("notes", "sweep")
     assert out.strip() == "3 notes expired"
-    assert json.loads(run("notes", "sweep", "--json")[1])["expired"] == 0
-    _, out, _ = run("notes", "maintain", "Aria")
+    assert json.loads(aria("notes", "sweep", "--json")[1])["expired"] == 0
+    _, out, _ = aria("notes", "maintain", "Aria")
     assert out.strip() == "2 notes merged into 1 summary"
-    assert json.loads(run("notes", "maintain", "--json")[1])["merges"] == 0
+    assert json.loads(aria("notes", "maintain", "--json")[1])["merges"] == 0

@@ -19,6 +19,7 @@ from engram.services.config import Settings
 from engram.services.note_expiry import NoteExpirySweep
 from engram.services.worker import Worker
 from tests.integration.http_support import wait_until
+from tests.note_support import load_together, old_volatile_note
 from tests.support import SeededIds, SteppingClock
 
 
@@ -101,19 +102,7 @@ def test_two_sweeps_at_once_both_finish(aria: Engram) -> None:
     state, skips what the first recorded. Neither sweep fails; each note expires once."""
     due = _due(aria, 4)
     aria.views.ensure(names=["notes"])
-    loaded = threading.Barrier(2, timeout=10)
-    calls: dict[int, int] = {}
-    real_get_many = aria.store.get_many
-
-    def get_many(*args: Any, **kwargs: Any) -> Any:
-        found = real_get_many(*args, **kwargs)
-        me = threading.get_ident()
-        calls[me] = calls.get(me, 0) + 1
-        if calls[me] == 1:
-            loaded.wait()
-        return found
-
-    aria.store.get_many = get_many  # type: ignore[method-assign]
+    load_together(aria.store)
     reports: list[Any] = []
     threads = [threading.Thread(target=lambda: reports.append(aria.note_expiry.sweep())) for _ in range(2)]
     for t in threads:
@@ -146,30 +135,7 @@ def test_the_worker_sweeps_by_itself(make_settings: Callable[..., Settings], clo
 
 
 def _old_volatile(engram: Engram, being: str, kind: str, text: str, at: datetime, **kw: Any) -> UUID:
-    """A volatile note without ttl_days, as no intake of this version writes one (ADR 0046): its
-    event written directly, as a log from before the rule holds it."""
-    being_id = resolve_being_id(engram.store, being)
-    note = Note._create(
-        Note.Noted,
-        id=engram.ids.new_id(),
-        being_id=being_id,
-        kind=kind,
-        text=text,
-        idempotency_key=None,
-        source_ref=None,
-        timestamp=at,
-        stability="volatile",
-        ttl_days=None,
-        expires_at=None,
-        sensitivity=kw.get("sensitivity", "normal"),
-        confidence=1.0,
-        evidence=[],
-        tags=[],
-        scope=kw.get("scope", "user"),
-        subject=None,
-        job_id=None,
-        at=at,
-    )
+    note = old_volatile_note(engram.ids.new_id(), resolve_being_id(engram.store, being), kind, text, at, **kw)
     engram.store.save(note)
     return note.id
 

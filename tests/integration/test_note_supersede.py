@@ -14,6 +14,7 @@ from engram.domain.note import Note, NoteKind
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
 from engram.services.errors import NotFound
+from tests.note_support import load_together
 from tests.support import SteppingClock
 
 
@@ -97,19 +98,7 @@ def test_crossing_supersedes_one_wins_the_other_is_refused(aria: Engram) -> None
     """A by B and B by A at once: both load before either saves; the loser's save conflicts, it runs
     again on fresh state and is refused (a cycle never forms)."""
     a, b = _note(aria, "plan A"), _note(aria, "plan B")
-    both_loaded = threading.Barrier(2, timeout=10)
-    loads: dict[int, int] = {}
-    real_get_many = aria.store.get_many
-
-    def get_many(*args: Any, **kwargs: Any) -> Any:
-        found = real_get_many(*args, **kwargs)
-        me = threading.get_ident()
-        loads[me] = loads.get(me, 0) + 1
-        if loads[me] == 1:  # the first load of each thread waits for the other's
-            both_loaded.wait()
-        return found
-
-    aria.store.get_many = get_many  # type: ignore[method-assign]
+    loads = load_together(aria.store)
     outcomes: dict[str, object] = {}
 
     def run(name: str, old: UUID, by: UUID) -> None:
