@@ -174,3 +174,44 @@ def test_maintenance_of_one_being(aria: Engram, clock: SteppingClock) -> None:
     [done] = aria.note_maintenance.run("Aria").merged
     assert done.sources == [str(i) for i in mine]
     assert all(aria.store.get(Note, i).superseded_by is None for i in theirs)
+
+
+def test_a_rebuild_gives_the_same_notes_view(aria: Engram, clock: SteppingClock) -> None:
+    """Supersedes, a merge, expiries and a maintenance merge: the notes view rebuilt from the log equals
+    the live one (no LLM or embedder is there to call: the text is in the events)."""
+    due = _due(aria, 3)
+    a, b = (UUID(aria.notes.take("Aria", NoteInput(kind="knowledge", text=t)).note_id) for t in ("x", "y"))
+    aria.note_lifecycle.supersede("Aria", a, b)
+    c, d = (UUID(aria.notes.take("Aria", NoteInput(kind="todo", text=t)).note_id) for t in ("c", "d"))
+    aria.note_lifecycle.merge("Aria", [c, d])
+    old = clock.current - timedelta(days=9)
+    for i in range(3):
+        _old_volatile(aria, "Aria", "log", f"old {i}", old)
+    aria.views.ensure(names=["notes"])
+    aria.note_expiry.sweep()
+    aria.note_maintenance.run()
+    aria.views.ensure(names=["notes"])
+    being_id = resolve_being_id(aria.store, "Aria")
+    live = aria.views.read.notes(being_id)
+    assert {r["id"] for r in live if r["expired"]} == {str(i) for i in due}
+    assert sum(r["superseded_by"] is not None for r in live) == 1 + 2 + 3  # a; c and d; the old logs
+    aria.views.rebuild("notes")
+    assert aria.views.read.notes(being_id) == live
+
+
+def test_the_worker_merges_old_volatile_notes_by_itself(
+    make_settings: Callable[..., Settings], clock: SteppingClock
+) -> None:
+    e = bootstrap(make_settings(note_maintenance_interval_s=0.05), clock=clock, ids=SeededIds())
+    try:
+        e.beings.register("Aria")
+        old = clock.current - timedelta(days=8)
+        ids = [_old_volatile(e, "Aria", "log", f"old {i}", old) for i in range(2)]
+        worker = Worker(e.views, names=["notes"], poll_interval=0.05, note_maintenance=e.note_maintenance.run)
+        worker.start()
+        try:
+            assert wait_until(lambda: all(e.store.get(Note, i).superseded_by for i in ids), timeout=30)
+        finally:
+            worker.stop()
+    finally:
+        e.close()
