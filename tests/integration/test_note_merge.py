@@ -17,7 +17,7 @@ from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.errors import NotFound
 from engram.services.note_merge_text import MERGE_PROMPT_VERSION, MERGE_TASK, concatenation
-from engram.services.ports import LLMBadResponse
+from engram.services.ports import LLMBadResponse, LLMTransientError
 from tests.patrol_support import ScriptedLLM
 from tests.support import SeededIds, SteppingClock
 
@@ -184,3 +184,12 @@ def test_concatenation_lists_each_source() -> None:
         "[reminder] call Mina",
         "[todo] buy milk",
     ]
+
+
+def test_an_unreachable_llm_falls_back_too(with_llm: Callable[..., Any]) -> None:
+    engram, _ = with_llm(LLMTransientError("rate limited, after the adapter's retries"))
+    a, b = _note(engram, "one"), _note(engram, "two")
+    done = engram.note_lifecycle.merge("Aria", [a, b])
+    assert done.method == "concatenation" and "LLM unavailable" in (done.refused or "")
+    merged = _merged_event(engram, done.note_id)
+    assert merged.answer is None and merged.refused == done.refused
