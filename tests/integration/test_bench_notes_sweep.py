@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from bench.page import render_page
 from engram.adapters.cli.main import cli
 
 
@@ -33,3 +34,5 @@ def test_notes_sweep_bench_smoke(tmp_path: Path, backend: str) -> None:
     assert all("due" in r["plan"] for r in result["sizes"]), result["sizes"]
     assert set(result["ratio"]) == {"sizes", "sweep", "per_note", "find_due_per_note"}
     assert "µs per note expired" in outcome.output
+    page = render_page({f"notes-sweep-{'postgresql' if backend == 'postgres' else 'sqlite'}": result})
+    assert "## Notes expiry sweep" in page and "per note expired" in page
