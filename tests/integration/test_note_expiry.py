@@ -116,19 +116,42 @@ def test_two_sweeps_at_once_both_finish(aria: Engram) -> None:
         assert sum(isinstance(e, Note.Expired) for e in events) == 1
 
 
-def test_the_worker_sweeps_by_itself(make_settings: Callable[..., Settings], clock: SteppingClock) -> None:
-    e = bootstrap(make_settings(note_sweep_interval_s=0.05), clock=clock, ids=SeededIds())
+def _worker_does(
+    make_settings: Callable[..., Settings],
+    clock: SteppingClock,
+    setup: Callable[[Engram], Callable[[], bool]],
+) -> bool:
+    """A worker of the notes view, with both note tasks every 50 ms, until `setup`'s check holds."""
+    e = bootstrap(
+        make_settings(note_sweep_interval_s=0.05, note_maintenance_interval_s=0.05),
+        clock=clock,
+        ids=SeededIds(),
+    )
     try:
         e.beings.register("Aria")
-        due = _due(e, 2)
-        worker = Worker(e.views, names=["notes"], poll_interval=0.05, note_sweep=e.note_expiry.sweep)
+        done = setup(e)
+        worker = Worker(
+            e.views,
+            names=["notes"],
+            poll_interval=0.05,
+            note_sweep=e.note_expiry.sweep,
+            note_maintenance=e.note_maintenance.run,
+        )
         worker.start()
         try:
-            assert wait_until(lambda: all(e.store.get(Note, i).expired for i in due), timeout=30)
+            return wait_until(done, timeout=30)
         finally:
             worker.stop()
     finally:
         e.close()
+
+
+def test_the_worker_sweeps_by_itself(make_settings: Callable[..., Settings], clock: SteppingClock) -> None:
+    def setup(e: Engram) -> Callable[[], bool]:
+        due = _due(e, 2)
+        return lambda: all(e.store.get(Note, i).expired for i in due)
+
+    assert _worker_does(make_settings, clock, setup)
 
 
 # -- the maintenance merge ---------------------------------------------------------------------------
@@ -202,16 +225,9 @@ def test_a_rebuild_gives_the_same_notes_view(aria: Engram, clock: SteppingClock)
 def test_the_worker_merges_old_volatile_notes_by_itself(
     make_settings: Callable[..., Settings], clock: SteppingClock
 ) -> None:
-    e = bootstrap(make_settings(note_maintenance_interval_s=0.05), clock=clock, ids=SeededIds())
-    try:
-        e.beings.register("Aria")
+    def setup(e: Engram) -> Callable[[], bool]:
         old = clock.current - timedelta(days=8)
         ids = [_old_volatile(e, "Aria", "log", f"old {i}", old) for i in range(2)]
-        worker = Worker(e.views, names=["notes"], poll_interval=0.05, note_maintenance=e.note_maintenance.run)
-        worker.start()
-        try:
-            assert wait_until(lambda: all(e.store.get(Note, i).superseded_by for i in ids), timeout=30)
-        finally:
-            worker.stop()
-    finally:
-        e.close()
+        return lambda: all(e.store.get(Note, i).superseded_by for i in ids)
+
+    assert _worker_does(make_settings, clock, setup)
