@@ -31,6 +31,7 @@ REBUILD_GOAL = 20_000  # events/s into the SQL views (#3)
 PATROL_RATIO_GOAL, PATROL_SECONDS_GOAL = 2.0, 1.0  # t(100k)/t(10k) and seconds at 100k (#4)
 RECALL_P95_GOAL_MS = 5.0  # recall and query p95 at 100k, without the query embedding (#5)
 LOCOMO_GOALS = {"5": 0.65, "10": 0.75}  # default profile, categories 1–4 (#6)
+NOTES_SWEEP_RATIO_GOAL = 2.0  # the expiry sweep, t(1M)/t(100k) per note expired (#9, ADR 0048)
 
 
 def load_results(directory: Path) -> dict[str, Result]:
@@ -624,6 +625,50 @@ def locomo(r: Result) -> str:
 # -- the page ----------------------------------------------------------------------------------------
 
 
+def notes_sweep(results: dict[str, Result]) -> str | None:
+    found = [results[k] for k in ("notes-sweep-sqlite", "notes-sweep-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r["meta"]["backend"], r["meta"]["backend"]),
+            _n(s["notes"]),
+            _n(s["expired"]),
+            s["batches"],
+            f"{s['find_due_s']:.4f}",
+            f"{s['sweep_s']:.3f}",
+            f"{s['sweep_us_per_note']:.0f}",
+        )
+        for r in found
+        for s in r["sizes"]
+    ]
+    ratios = [
+        f"{names.get(r['meta']['backend'], '?')} {r['ratio']['sizes']}: whole sweep ×{r['ratio']['sweep']}, "
+        f"per note expired ×{r['ratio']['per_note']} {_met(r['ratio']['per_note'] <= NOTES_SWEEP_RATIO_GOAL)}, "
+        f"finding the due notes, per note ×{r['ratio']['find_due_per_note']}"
+        for r in found
+        if r.get("ratio")
+    ]
+    return _section(
+        "Notes expiry sweep",
+        "engram bench notes-sweep [--database-url postgresql://…]",
+        found[0],
+        [
+            f"One sweep (`engram notes sweep`, the worker's) over notes spread across {found[0]['meta']['beings']} "
+            f"beings, {found[0]['meta']['due']} of them due; every note due is one `Note.Expired` event "
+            "written, 500 to a transaction. *find due* is every batch's read of the notes view's `notes_due` "
+            "index alone. With a share due, ten times the notes hold ten times the notes to expire, so the "
+            "goal compares the time per note expired (ADR 0048).",
+            table(
+                ["backend", "notes", "expired", "batches", "find due (s)", "sweep (s)", "µs per note"], rows
+            ),
+            f"Goal: the sweep at the larger size within {NOTES_SWEEP_RATIO_GOAL:g}× the smaller one, per note "
+            "expired — " + "; ".join(ratios) + ".",
+        ],
+    )
+
+
 def goals(results: dict[str, Result]) -> str | None:
     """One line per goal the issues set, with this run's figure and whether it was met."""
     rows: list[tuple[str, str, str]] = []
@@ -688,6 +733,17 @@ def goals(results: dict[str, Result]) -> str | None:
             got = " / ".join(f"{default['recall'][k]:.3f}" for k in LOCOMO_GOALS)
             ok = all(default["recall"][k] >= v for k, v in LOCOMO_GOALS.items())
             rows.append(("LoCoMo dev, default profile: R@5 ≥ 0.65, R@10 ≥ 0.75", got, _met(ok)))
+    for key, label in (("notes-sweep-sqlite", "SQLite"), ("notes-sweep-postgresql", "PostgreSQL")):
+        ratio = results.get(key, {}).get("ratio")
+        if ratio:
+            rows.append(
+                (
+                    f"notes expiry sweep, 1 % due: t({ratio['sizes']}) per note expired ≤ "
+                    f"{NOTES_SWEEP_RATIO_GOAL:g}, {label} (ADR 0048)",
+                    f"ratio {ratio['per_note']}",
+                    _met(ratio["per_note"] <= NOTES_SWEEP_RATIO_GOAL),
+                )
+            )
     if not rows:
         return None
     section = "## Goals\n\n" + table(["goal (from the issues)", "this run", ""], rows, "lrl")
@@ -765,6 +821,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
+    ("notes-sweep", notes_sweep),
 )
 
 

@@ -430,7 +430,8 @@ class Note(BeingScopedAggregate):
 
     class Merged(Event):
         """This note (a summary) is the merge of `sources`, which are superseded by it in the same
-        transaction. An LLM merge records its model, prompt version and capped answer."""
+        transaction. An LLM merge records its model, prompt version and capped answer; a merge whose
+        LLM answer was refused is a concatenation that keeps that answer and why (`refused`, ADR 0048)."""
 
         TOPIC = "engram.Note.Merged"
         class_version = 1
@@ -439,6 +440,7 @@ class Note(BeingScopedAggregate):
         model: str | None
         prompt_version: str | None
         answer: str | None
+        refused: str | None
 
         def apply(self, note: Note) -> None:
             note.merged_from = list(self.sources)
@@ -533,25 +535,9 @@ class Note(BeingScopedAggregate):
             note._emit(cls.ParseFailed, at, reason=parsed.reason)
         return note
 
-    @classmethod
-    def merge(
-        cls,
-        note_id: UUID,
-        sources: list[Note],
-        text: str,
-        at: datetime,
-        *,
-        method: MergeMethod,
-        model: str | None = None,
-        prompt_version: str | None = None,
-        answer: str | None = None,
-    ) -> Note:
-        """A `summary` note made of two or more notes of one being, each superseded by it (`Merged`
-        on the summary, `Superseded` on each source, all saved together).
-
-        The summary lives as long as the longest-lived source: stable, expiring at the latest of their
-        `expires_at` (never if one never expires); it is sensitive if one of them is (ADR 0046).
-        """
+    @staticmethod
+    def check_merge(sources: list[Note]) -> None:
+        """Why `sources` cannot be merged, raised; a caller checks before it asks an LLM for the text."""
         if len(sources) < 2:
             raise InvalidInput("a merge takes two notes or more", field="ids")
         being_id = sources[0].being_id
@@ -567,6 +553,29 @@ class Note(BeingScopedAggregate):
                     f"note {s.id} is a scene: scenes become memories, and patrol consolidates those",
                     field="ids",
                 )
+
+    @classmethod
+    def merge(
+        cls,
+        note_id: UUID,
+        sources: list[Note],
+        text: str,
+        at: datetime,
+        *,
+        method: MergeMethod,
+        model: str | None = None,
+        prompt_version: str | None = None,
+        answer: str | None = None,
+        refused: str | None = None,
+    ) -> Note:
+        """A `summary` note made of two or more notes of one being, each superseded by it (`Merged`
+        on the summary, `Superseded` on each source, all saved together).
+
+        The summary lives as long as the longest-lived source: stable, expiring at the latest of their
+        `expires_at` (never if one never expires); it is sensitive if one of them is (ADR 0046).
+        """
+        cls.check_merge(sources)
+        being_id = sources[0].being_id
         if model is not None and method == MergeMethod.CONCATENATION:
             raise InvalidInput("a concatenation has no model")
         check_note_text(text)
@@ -609,6 +618,7 @@ class Note(BeingScopedAggregate):
             model=model,
             prompt_version=prompt_version,
             answer=answer,
+            refused=refused,
         )
         for s in sources:
             s._emit(cls.Superseded, at, by=summary.id, reason=SupersedeReason.MERGE.value)

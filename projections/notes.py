@@ -60,7 +60,16 @@ NOTES = TableSpec(
         Index("recent", ("being_id", "at")),
         Index("kind_recent", ("being_id", "kind", "at")),
         # The expiry sweep reads only notes still to expire: its cost follows the notes due.
-        Index("due", ("expires_at",), where="expires_at IS NOT NULL AND NOT expired"),
+        # (expires_at, id): the sweep's batches follow one another by that key (ADR 0048), also
+        # through many notes that expire at the same instant.
+        Index("due", ("expires_at", "id"), where="expires_at IS NOT NULL AND NOT expired"),
+        # The worker's maintenance merge reads only volatile notes without a TTL (ADR 0048): none
+        # that this version's intake writes, so the index stays empty and costs nothing.
+        Index(
+            "volatile_open",
+            ("being_id", "at"),
+            where="stability = 'volatile' AND ttl_days IS NULL AND superseded_by IS NULL",
+        ),
     ),
 )
 

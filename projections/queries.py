@@ -318,6 +318,41 @@ class ReadModels:
             rows = conn.query(sql, params)
         return [NOTES.normalise(r) for r in rows]
 
+    def notes_due(self, now: str, *, after: tuple[str, str] | None = None, limit: int = 500) -> list[Row]:
+        """Notes of every being whose `expires_at` (`utc_text`) is at or before `now` and whose expiry
+        is not recorded yet, by `expires_at` then id, from after `after` (the last row of the batch
+        before: a sweep moves on without waiting for the view to see what it recorded). Read through
+        the partial index `notes_due`, so the cost follows the notes due, not the notes stored."""
+        where = "expires_at IS NOT NULL AND NOT expired AND expires_at <= ?"
+        params: list[Any] = [now]
+        if after is not None:
+            where += " AND (expires_at, id) > (?, ?)"
+            params += [after[0], after[1]]
+        with self.reading("notes") as (conn, tables):
+            rows = conn.query(
+                f"SELECT id, being_id, expires_at FROM {tables['notes']} WHERE {where} "
+                f"ORDER BY expires_at, id LIMIT {int(limit)}",
+                params,
+            )
+        return [dict(r) for r in rows]
+
+    def volatile_without_ttl(
+        self, before: str, *, being_id: UUID | None = None, limit: int = 5000
+    ) -> list[Row]:
+        """Volatile notes without `ttl_days`, not superseded, that happened before `before`
+        (`utc_text`), of every being: what the worker's maintenance merges (ADR 0048). Ordered so that
+        notes of one being, scope, kind and sensitivity come together, oldest first."""
+        with self.reading("notes") as (conn, tables):
+            rows = conn.query(
+                f"SELECT id, being_id, scope, kind, sensitivity, at FROM {tables['notes']} "
+                "WHERE stability = 'volatile' AND ttl_days IS NULL AND superseded_by IS NULL "
+                "AND kind <> 'scene' AND at < ?"
+                + (" AND being_id = ?" if being_id is not None else "")
+                + f" ORDER BY being_id, scope, kind, sensitivity, at, id LIMIT {int(limit)}",
+                [before] + ([str(being_id)] if being_id is not None else []),
+            )
+        return [dict(r) for r in rows]
+
     def pending_scene_counts(self) -> dict[str, int]:
         """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
         with self.reading("notes") as (conn, tables):

@@ -47,6 +47,10 @@ every match) and `query` (ranked retrieval), which reactivate what they reach (n
 `engram.DomainError` subclasses with a `code`: `engram.InvalidInput`, `engram.NotFound`,
 `engram.Conflict`, and the domain's invariant errors.
 
+A note's lifecycle (ADR 0048) is `note_lifecycle`: `supersede(being, old, by)`, `history(being, id)`
+(its chain both ways) and `merge(being, ids, use_llm=True)` (one summary note that supersedes them);
+`note_expiry.sweep()` and `note_maintenance.run()` are what the worker runs periodically.
+
 Several processes may use an embedded data directory at once (this one beside `engram serve`, say):
 the first that needs the vector index owns it and the others reach it through that process (ADR 0036).
 For several machines, use PostgreSQL (`database_url=...`) and a Qdrant server (`qdrant_url=...`).

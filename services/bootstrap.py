@@ -30,6 +30,9 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.listing import Listing
+    from engram.services.note_expiry import NoteExpirySweep
+    from engram.services.note_lifecycle import NoteLifecycle
+    from engram.services.note_maintenance import NoteMaintenance
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
@@ -79,6 +82,41 @@ class Engram:
         from engram.services.listing import Listing
 
         return Listing(self)
+
+    @cached_property
+    def note_lifecycle(self) -> NoteLifecycle:
+        """Supersede, merge and a note's history (ADR 0048)."""
+        from engram.services.note_lifecycle import NoteLifecycle
+
+        return NoteLifecycle(
+            self.store,
+            self.clock,
+            self.ids,
+            self.runner,
+            lambda: self.llm if self.llm.available else None,
+            max_answer_bytes=self.settings.llm_max_answer_kib * 1024,
+        )
+
+    @cached_property
+    def note_expiry(self) -> NoteExpirySweep:
+        """The sweep that records notes past their `expires_at` (the worker runs it)."""
+        from engram.services.note_expiry import NoteExpirySweep
+
+        return NoteExpirySweep(self.store, self.clock, self.runner, lambda: self.views.read)
+
+    @cached_property
+    def note_maintenance(self) -> NoteMaintenance:
+        """The worker's merge of old volatile notes without a TTL (ADR 0048)."""
+        from engram.services.beings import resolve_being_id
+        from engram.services.note_maintenance import NoteMaintenance
+
+        return NoteMaintenance(
+            self.store,
+            self.clock,
+            self.note_lifecycle,
+            lambda: self.views.read,
+            resolve=lambda ref: resolve_being_id(self.store, ref),
+        )
 
     @cached_property
     def views(self) -> Views:

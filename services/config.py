@@ -182,6 +182,16 @@ class Settings(EnvSettings):
         60.0, gt=0, description="How often the worker checks whether a being's full-text index is due."
     )
 
+    note_sweep_interval_s: float = Field(
+        60.0, gt=0, description="How often the worker records the expiry of notes past their expires_at."
+    )
+    note_maintenance_interval_s: float = Field(
+        3600.0,
+        gt=0,
+        description="How often the worker merges volatile notes without ttl_days older than 7 days "
+        "(ADR 0048).",
+    )
+
     patrol_min_notes: int = Field(
         20, ge=1, description="The worker patrols a being with this many new scene notes."
     )

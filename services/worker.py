@@ -16,7 +16,8 @@ the worker drops what unfinished rebuilds left behind (their generations, their 
 
 Maintenance, never in a request or projection thread: one thread builds the HNSW index of a node
 collection once enough points are searched by brute force (`VectorMaintenance`, ADR 0009), another
-merges a being's full-text index once it grew (`FullTextMaintenance`, ADR 0020). Each runs only while
+merges a being's full-text index once it grew (`FullTextMaintenance`, ADR 0020); given them, two more
+record the expiry of notes due and merge old volatile notes without a TTL (ADR 0048). Each runs only while
 this worker holds the lock of the projection it maintains.
 """
 
@@ -139,10 +140,15 @@ class Worker:
         maintenance: VectorMaintenance | None = None,
         maintenance_interval: float | None = None,
         fulltext: FullTextMaintenance | None = None,
+        note_sweep: Callable[..., object] | None = None,
+        note_maintenance: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
-        `FullTextMaintenance` when it runs the memory view on SQLite."""
+        `FullTextMaintenance` when it runs the memory view on SQLite; `note_sweep` (`Engram.note_expiry.
+        sweep`) and `note_maintenance` (`Engram.note_maintenance.run`): run every
+        `ENGRAM_NOTE_SWEEP_INTERVAL_S` and `ENGRAM_NOTE_MAINTENANCE_INTERVAL_S` while this worker runs
+        the notes view (ADR 0048); each takes `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -159,6 +165,8 @@ class Worker:
         if fulltext is None and "memory" in self.names and views.dbs["memory"].dialect == "sqlite":
             fulltext = FullTextMaintenance(views)
         self.fulltext = fulltext
+        self.note_sweep = note_sweep
+        self.note_maintenance = note_maintenance
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -200,6 +208,14 @@ class Worker:
                     interval,
                 )
             )
+        settings = self.views.settings
+        for task, note_run, every in (
+            ("note-expiry-sweep", self.note_sweep, settings.note_sweep_interval_s),
+            ("note-maintenance", self.note_maintenance, settings.note_maintenance_interval_s),
+        ):
+            if note_run is not None and "notes" in self.names:
+                # Reads the notes view: only the worker that keeps it current runs them.
+                tasks.append((task, "notes", _stoppable(note_run, self.stop_event), every))
         for name, projection, run, interval in tasks:
             t = threading.Thread(
                 target=self._maintain, args=(name, projection, run, interval), name=name, daemon=True
@@ -362,3 +378,7 @@ class Worker:
             self.views.retry_held(name)
         except Exception:
             log.error("trying held events again failed", projection=name, exc_info=True)
+
+
+def _stoppable(run: Callable[..., object], stop: threading.Event) -> Callable[[], object]:
+    return lambda: run(stopping=stop.is_set)

@@ -278,7 +278,14 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         from engram.services.patrol.auto import AutoPatrol
 
         auto = AutoPatrol(engram) if engram.settings.auto_patrol else None
-        w = Worker(views, poll_interval=poll, listen=listen, on_idle=auto.tick if auto else None)
+        w = Worker(
+            views,
+            poll_interval=poll,
+            listen=listen,
+            on_idle=auto.tick if auto else None,
+            note_sweep=engram.note_expiry.sweep,
+            note_maintenance=engram.note_maintenance.run,
+        )
 
         def stop(*_: Any) -> None:
             w.stop_event.set()

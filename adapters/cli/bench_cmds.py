@@ -92,6 +92,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "vector_search_bench",
         "Filtered vector search p50/p95 on Qdrant Edge (exact, HNSW) and qdrant-client local mode.",
     )
+    _passthrough(
+        "notes-sweep",
+        "notes_sweep",
+        "The notes expiry sweep at 100k and 1M notes with 1% due, and their ratio (ADR 0048).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -41,7 +41,11 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         return None
     auto = AutoPatrol(engram) if settings.auto_patrol else None
     worker = Worker(
-        engram.views, poll_interval=settings.worker_poll_interval_s, on_idle=auto.tick if auto else None
+        engram.views,
+        poll_interval=settings.worker_poll_interval_s,
+        on_idle=auto.tick if auto else None,
+        note_sweep=engram.note_expiry.sweep,
+        note_maintenance=engram.note_maintenance.run,
     )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()

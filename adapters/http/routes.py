@@ -23,6 +23,7 @@ from engram.adapters.http.schemas import (
     ItemKind,
     LlmProvider,
     LogEntry,
+    MergeIn,
     NoteBatch,
     NotePatch,
     PatrolIn,
@@ -34,6 +35,7 @@ from engram.adapters.http.schemas import (
     RecallIn,
     SearchMode,
     SoulIn,
+    SupersedeIn,
     TokenCreate,
     ViewProblem,
 )
@@ -42,6 +44,7 @@ from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from engram.services.note_lifecycle import NoteChain, NotesMerged, NoteSuperseded
 from engram.services.note_list import DEFAULT_NOTE_LIST, MAX_NOTE_LIST, NoteListed
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -286,6 +289,56 @@ def update_note(note_id: UUID, body: NotePatch, being: Being, engram: EngramDep)
         result = engram.notes.set_enabled(being.ref, note_id, body.enabled)
     assert result is not None
     return result
+
+
+# -- a note's lifecycle (ADR 0048) ----------------------------------------------------------------
+
+
+@v1.post(
+    "/beings/{being}/notes/{note_id}/supersede",
+    name="supersede_note",
+    response_model=NoteSuperseded,
+    tags=["notes"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def supersede_note(note_id: UUID, body: SupersedeIn, being: Being, engram: EngramDep) -> NoteSuperseded:
+    """Mark the note superseded by `by`, a note of the same being: it leaves every read but its history.
+    409 when either is superseded already (a cycle), or `by` has expired."""
+    return engram.note_lifecycle.supersede(being.ref, note_id, body.by)
+
+
+@v1.get(
+    "/beings/{being}/notes/{note_id}/chain",
+    name="note_chain",
+    response_model=NoteChain,
+    tags=["notes"],
+)
+def note_chain(note_id: UUID, being: Being, engram: EngramDep, caller: Caller) -> NoteChain:
+    """The note's chain both ways: what it replaced and what replaced it. A sensitive note's text only
+    for an admin token."""
+    return engram.note_lifecycle.history(being.ref, note_id, include_sensitive=caller.is_admin)
+
+
+@v1.post(
+    "/beings/{being}/notes/merge",
+    name="merge_notes",
+    status_code=201,
+    response_model=NotesMerged,
+    tags=["notes"],
+    responses={**BAD_JSON, **CONFLICT},
+)
+def merge_notes(body: MergeIn, being: Being, engram: EngramDep) -> NotesMerged:
+    """One `summary` note of two or more of the being's notes (no scenes), which it supersedes. Its text
+    is the LLM's summary, or the notes' texts joined when there is no LLM, `llm` is false, a note is
+    sensitive or the LLM's answer could not be kept (`refused` says why)."""
+    return engram.note_lifecycle.merge(being.ref, body.ids, use_llm=body.llm)
+
+
+@admin.post("/notes/sweep", name="sweep_notes")
+def sweep_notes(engram: EngramDep, _caller: Admin) -> dict[str, object]:
+    """Record the expiry of every note past its `expires_at`, of every being (the worker does it too)."""
+    engram.views.ensure(names=["notes"])
+    return engram.note_expiry.sweep().as_dict()
 
 
 # -- memory ---------------------------------------------------------------------------------------

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from enum import StrEnum
 from typing import Any, Literal
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from engram.domain.being import MAX_NAME_CHARS, MAX_SOUL_CHARS
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.services.commands import MAX_BATCH_NOTES, NoteInput
+from engram.services.note_lifecycle import MAX_MERGE_NOTES
 from engram.services.reading import MAX_QUERY_CHARS, MAX_QUERY_K
 
 
@@ -203,3 +205,15 @@ class TokenCreate(Body):
     being: str | None = Field(None, min_length=1, max_length=100, description="The being's name or id.")
     admin: bool = Field(False, description="An admin token instead of a being token.")
     label: str = Field("", max_length=MAX_LABEL_CHARS)
+
+
+# -- a note's lifecycle (ADR 0048) ---------------------------------------------------------------
+
+
+class SupersedeIn(Body):
+    by: UUID = Field(description="The note that replaces this one (a note of the same being).")
+
+
+class MergeIn(Body):
+    ids: list[UUID] = Field(min_length=2, max_length=MAX_MERGE_NOTES, description="The notes to merge.")
+    llm: bool = Field(True, description="false: join the texts; ask no LLM for a summary.")

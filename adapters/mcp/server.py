@@ -44,6 +44,7 @@ from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput, NoteTaken, given_lifecycle, invalid_input_of
+from engram.services.note_lifecycle import NotesMerged, NoteSuperseded
 from engram.services.ranking import PROFILES
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -407,6 +408,41 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         view = await session.call(reading.context, being)
         return CallToolResult(
             content=[TextContent(type="text", text=view.text)], structured_content=view.model_dump()
+        )
+
+    # -- a note's lifecycle (ADR 0048) -------------------------------------------------------------
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+        structured_output=True,
+    )
+    async def supersede_note(
+        old: Annotated[str, Field(description="The id of the note that is replaced.")],
+        by: Annotated[str, Field(description="The id of the note that replaces it.")],
+    ) -> Annotated[CallToolResult, NoteSuperseded]:
+        """Mark one of my notes superseded by another of mine (a newer rule, a corrected fact); the old
+        one leaves the context."""
+        done = await session.call(session.engram.note_lifecycle.supersede, being, old, by)
+        return CallToolResult(
+            content=[TextContent(type="text", text=f"note {done.old} superseded by {done.by}")],
+            structured_content=done.model_dump(),
+        )
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+        structured_output=True,
+    )
+    async def merge_notes(
+        ids: Annotated[list[str], Field(min_length=2, description="The ids of two or more of my notes.")],
+    ) -> Annotated[CallToolResult, NotesMerged]:
+        """Merge two or more of my notes (no scenes) into one summary note, which replaces them."""
+        done = await session.call(session.engram.note_lifecycle.merge, being, ids)
+        how = f"by {done.model}" if done.method == "llm" else "without an LLM"
+        return CallToolResult(
+            content=[
+                TextContent(type="text", text=f"merged {len(done.sources)} notes into {done.note_id} ({how})")
+            ],
+            structured_content=done.model_dump(),
         )
 
     return server

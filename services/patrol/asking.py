@@ -64,8 +64,18 @@ class Asked:
 
 
 def ask(
-    llm: LLM, task: str, prompt: str, schema: type[T], model_class: ModelClass, *, max_answer_bytes: int
+    llm: LLM,
+    task: str,
+    prompt: str,
+    schema: type[T],
+    model_class: ModelClass,
+    *,
+    max_answer_bytes: int,
+    system: str = SYSTEM,
+    prompt_version: str = PROMPT_VERSION,
 ) -> Asked:
+    """Ask once, and once more on a malformed answer. `system` and `prompt_version` default to
+    patrol's; another asker (a note merge) passes its own, so its records carry its version."""
     model = llm.model_for(model_class)
     raw = ""
     error = ""
@@ -73,7 +83,7 @@ def ask(
     for attempt in (1, 2):
         try:
             answer = llm.complete(
-                task=task, system=SYSTEM, prompt=prompt, schema=schema, model_class=model_class
+                task=task, system=system, prompt=prompt, schema=schema, model_class=model_class
             )
             # The adapters refuse an answer over their cap before parsing it; this holds any LLM to it.
             refuse_over_cap(answer.raw, max_answer_bytes, what="the answer")
@@ -87,7 +97,7 @@ def ask(
             return Asked(
                 task,
                 model,
-                PROMPT_VERSION,
+                prompt_version,
                 exc.first_bytes,
                 None,
                 f"{LLMBadResponse.code}: {exc}",
@@ -101,12 +111,12 @@ def ask(
                 },
             )
         except LLMTransientError as exc:
-            return Asked(task, model, PROMPT_VERSION, raw, None, f"LLM unavailable: {exc}", True, attempt)
+            return Asked(task, model, prompt_version, raw, None, f"LLM unavailable: {exc}", True, attempt)
         except LLMError as exc:
-            return Asked(task, model, PROMPT_VERSION, raw, None, f"LLM error: {exc}", True, attempt)
-        return Asked(task, answer.model, PROMPT_VERSION, answer.raw, answer.parsed, None, False, attempt)
+            return Asked(task, model, prompt_version, raw, None, f"LLM error: {exc}", True, attempt)
+        return Asked(task, answer.model, prompt_version, answer.raw, answer.parsed, None, False, attempt)
     return Asked(
-        task, model, PROMPT_VERSION, raw, None, f"{error} (after one retry)", False, 2, problem=problem
+        task, model, prompt_version, raw, None, f"{error} (after one retry)", False, 2, problem=problem
     )
 
 

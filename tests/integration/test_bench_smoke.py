@@ -53,9 +53,10 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "http",
         "cli",
         "memory",
+        "notes-sweep-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
-        expected |= {"ingest-postgresql", "rebuild-postgresql", "lag-postgresql"}
+        expected |= {"ingest-postgresql", "rebuild-postgresql", "lag-postgresql", "notes-sweep-postgresql"}
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
 

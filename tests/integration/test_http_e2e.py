@@ -667,6 +667,23 @@ def test_secrets_never_reach_the_server_log(world: World) -> None:
     )
 
 
+def test_a_notes_lifecycle_over_the_wire(world: World) -> None:
+    """Supersede, chain, merge and the admin sweep through a real server (ADR 0048)."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Lia"}), 201)
+    a, b, d = (
+        _ok(c.post("/v1/beings/Lia/notes", json={"kind": "knowledge", "text": t}), 201)["note_id"]
+        for t in ("floor 3", "floor 5", "floor 7")
+    )
+    assert _ok(c.post(f"/v1/beings/Lia/notes/{a}/supersede", json={"by": b}))["old"] == a
+    chain = _ok(c.get(f"/v1/beings/Lia/notes/{a}/chain"))
+    assert [link["id"] for link in chain["replaced_by"]] == [b]
+    _problem(c.post(f"/v1/beings/Lia/notes/{b}/supersede", json={"by": a}), 409, "invalid_transition")
+    merged = _ok(c.post("/v1/beings/Lia/notes/merge", json={"ids": [b, d], "llm": False}), 201)
+    assert merged["method"] == "concatenation" and merged["sources"] == [b, d]
+    assert set(_ok(c.post("/v1/admin/notes/sweep"))) >= {"expired", "skipped", "batches", "at"}
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

@@ -37,7 +37,17 @@ SCENES = [
     scene("Fixed the leaking bathroom faucet", "2026-05-04", feeling="annoyed", themes=["work"]),
     scene("Ran the half marathon with Lena", [{"date": "Day7", "action": "Hashi"}], feeling="exhausted"),
 ]
-TOOLS = {"recall", "recall_memory", "search_memory", "query", "note_scene", "note", "context"}
+TOOLS = {
+    "recall",
+    "recall_memory",
+    "search_memory",
+    "query",
+    "note_scene",
+    "note",
+    "context",
+    "supersede_note",
+    "merge_notes",
+}
 
 
 def _engram_command() -> list[str]:
