@@ -127,10 +127,12 @@ def rank(
     k: int,
     statuses: Collection[str],
     now: _dt.datetime,
+    exclude: Collection[str] = (),
 ) -> list[tuple[str, float]]:
     """`query`'s `k` best (node id, score), best first, for the query `text`: its candidates from both
     channels and, when the profile lets neighbours share, the memories around the best of them among
-    `statuses`, scored by `p` on the being's `ranking` columns as of `now`."""
+    `statuses`, scored by `p` on the being's `ranking` columns as of `now`. Nodes in `exclude` (hidden:
+    sensitive or expired) share with their neighbours but are never among the `k`."""
     slots = ranking.slots(i for i, _ in lexical)
     slots.update(ranking.slots(i for i, _ in semantic if i not in slots))  # each id looked up once
     dates = query_dates(text) if p.dates > 0 else []
@@ -146,6 +148,8 @@ def rank(
     if p.question_penalty > 0:
         asks, keep = ranking.asks, 1 - p.question_penalty
         scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
+    if exclude:
+        scores = {i: s for i, s in scores.items() if i not in exclude}
     return best_of(scores, k)
 
 

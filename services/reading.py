@@ -30,6 +30,7 @@ from engram.domain.node import MemoryNode, ReactivationSource
 from engram.domain.note import NoteKind
 from engram.domain.scene import Scene
 from engram.domain.text import check_text
+from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
 from engram.services.ports import Reads
@@ -76,6 +77,8 @@ class NodeView(BaseModel):
     source_ref: str | None
     source_note_id: str | None
     score: float | None = None
+    sensitive: bool = False
+    expires_at: str | None = None
 
     @classmethod
     def of(cls, row: dict[str, Any], score: float | None = None) -> NodeView:
@@ -96,6 +99,8 @@ class NodeView(BaseModel):
             source_ref=row["source_ref"],
             source_note_id=row["source_note_id"],
             score=score,
+            sensitive=bool(row.get("sensitive") or False),
+            expires_at=row.get("expires_at"),
         )
 
 
@@ -247,6 +252,11 @@ class Reading:
         with lock:
             return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
+    def hidden(self, being_id: UUID) -> set[str]:
+        """The being's nodes every read leaves out now: sensitive ones, and those past their notes'
+        expiry (ADR 0046; compared with the clock at read time, whether or not anything recorded it)."""
+        return self.e.views.read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
+
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])
         return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
@@ -280,8 +290,16 @@ class Reading:
         if vector is None:
             model, vector = self._vector(text)
         threshold = thresholds_for(model).recall
+        # Hidden nodes are excluded in the index's own filter: the top 3 are still 3 when some are hidden.
+        hidden = self.hidden(being_id)
         hits = self.e.views.vectors.similar_nodes(
-            being_id, model, vector, RECALL_LIMIT, statuses=["active", "dying"], threshold=threshold
+            being_id,
+            model,
+            vector,
+            RECALL_LIMIT,
+            statuses=["active", "dying"],
+            threshold=threshold,
+            exclude=[UUID(i) for i in hidden],
         )
         rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
         nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
@@ -294,7 +312,12 @@ class Reading:
         being_id = self.being(being_ref)
         if self.e.views.read.cluster(being_id, cluster_id) is None:
             raise NotFound(f"cluster {cluster_id} not found")
-        rows = self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
+        hidden = self.hidden(being_id)
+        rows = [
+            r
+            for r in self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
+            if r["id"] not in hidden
+        ]
         done = self.reactivate(being_id, [r["id"] for r in rows], ReactivationSource.RECALL_MEMORY)
         return Found(nodes=[done.applied(NodeView.of(r)) for r in rows], position=done.position)
 
@@ -326,7 +349,8 @@ class Reading:
         search = _SearchKey(words, mode)
         after = search.read_cursor(cursor) if cursor is not None else None
         being_id = self.being(being_ref)
-        matches = self.e.views.search.keywords(being_id, words, mode)
+        hidden = self.hidden(being_id)
+        matches = [m for m in self.e.views.search.keywords(being_id, words, mode) if m[0] not in hidden]
         rest = matches if after is None else [m for m in matches if m[1] < after]
         page = rest[:limit]
         done = (
@@ -374,16 +398,21 @@ class Reading:
         def search_vectors() -> list[tuple[str, float]]:
             if p.semantic <= 0 or vector is None:
                 return []
-            found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
+            found = self.e.views.vectors.similar_nodes(
+                being_id, model, vector, n, statuses=statuses, exclude=excluded
+            )
             return [(str(i), s) for i, s in found]
 
         with read.snapshot("memory"):  # one read transaction for the statements below
+            hidden = read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
+            excluded = [UUID(i) for i in hidden]
             if p.lexical > 0:  # the vector search runs while the full-text statements do (ADR 0017)
                 lexical, semantic = search.lexical_alongside(
                     search_vectors, being_id, text, n, statuses, actors=names
                 )
             else:
                 lexical, semantic = [], search_vectors()
+            lexical = [hit for hit in lexical if hit[0] not in hidden]
             best = rank(
                 p,
                 read.ranking(being_id),
@@ -393,6 +422,7 @@ class Reading:
                 k=k,
                 statuses=statuses,
                 now=self.e.clock.now(),
+                exclude=hidden,
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
@@ -425,12 +455,16 @@ class Reading:
             "knowledge": [n["text"] for n in notes if n["kind"] == "knowledge" and n["enabled"]],
             "diary": [{"date": d["date"], "text": d["text"]} for d in read.diary(being_id, since)],
         }
+        hidden = self.hidden(being_id)
         recent = [
             r
             for r in read.nodes(
-                being_id, statuses=["active", "dying"], order="recent", limit=RECENT_NODES * 4
+                being_id,
+                statuses=["active", "dying"],
+                order="recent",
+                limit=RECENT_NODES * 4 + len(hidden),  # enough left when hidden nodes are among them
             )
-            if (r["action"] or "").strip()
+            if (r["action"] or "").strip() and r["id"] not in hidden
         ][:RECENT_NODES]
         recent_nodes = [
             {

@@ -42,6 +42,7 @@ from engram.domain.errors import InvalidInput
 from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
+from engram.projections.notes import utc_text
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -346,18 +347,22 @@ def query(body: QueryIn, being: Being, engram: EngramDep) -> Found:
 def list_nodes(
     being: Being,
     engram: EngramDep,
+    caller: Caller,
     status: Annotated[list[NodeStatus] | None, Query(description="Only these statuses.")] = None,
     cluster_id: UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[NodeView]:
-    """The being's memory nodes, most recently activated first. Reactivates nothing."""
+    """The being's memory nodes, most recently activated first. Reactivates nothing. Nodes past their
+    notes' expiry are left out, and sensitive ones unless the token is an admin's."""
     engram.views.ensure(names=["memory"], being=being.id)
-    rows = engram.views.read.nodes(
+    read = engram.views.read
+    rows = read.nodes(
         being.id,
         statuses=[s.value for s in status] if status else None,
         cluster_id=cluster_id,
         order="recent",
         limit=limit,
+        where=read.visible(utc_text(engram.clock.now()), include_sensitive=caller.is_admin),
     )
     return [NodeView.of(r) for r in rows]
 

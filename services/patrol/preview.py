@@ -23,12 +23,18 @@ from engram.services.views import Views
 
 
 def would_be_born(
-    store: AggregateStore, views: Views, embedder: Embedder, being: Being, *, llm_decides_roots: bool
+    store: AggregateStore,
+    views: Views,
+    embedder: Embedder,
+    being: Being,
+    *,
+    llm_decides_roots: bool,
+    active_at: str | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per pending scene note that parses, in note order: the note, the node's action, the
     cluster it would join (id and name) and how it was chosen (`similarity` with its score, or
     `keywords` for a root, with `llm_decides` when a real patrol would ask the LLM instead)."""
-    pending = views.read.notes(being.id, kinds=["scene"], parse_status="pending")
+    pending = views.read.notes(being.id, kinds=["scene"], parse_status="pending", active_at=active_at)
     notes = store.get_many(Note, [UUID(r["id"]) for r in pending], being_id=being.id)
     scenes: list[tuple[Note, SceneInput]] = []
     for note in notes:
