@@ -337,6 +337,28 @@ class ReadModels:
         tail = "ORDER BY position" + (f" LIMIT {int(limit)}" if limit else "")
         return self._select("notes", NOTES, " AND ".join(where), params, tail)
 
+    def notes_by_id(self, being_id: UUID, ids: Sequence[str]) -> dict[str, Row]:
+        """The being's notes among `ids`, by id (another being's read as missing)."""
+        out: dict[str, Row] = {}
+        for part in chunks(list(ids), 500):
+            marks = ", ".join("?" for _ in part)
+            rows = self._select("notes", NOTES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part])
+            out.update((str(r["id"]), r) for r in rows)
+        return out
+
+    def pack_notes(self, being_id: UUID, now: str, limit: int) -> list[Row]:
+        """The context pack without a query (ADR 0049): the being's `limit` most recent notes by `at`
+        that are live at `now` (neither superseded nor expired), enabled, not sensitive and not
+        scenes. Read newest first through the (being_id, at) index, so it stops after `limit` rows
+        when most notes are live."""
+        return self._select(
+            "notes",
+            NOTES,
+            f"being_id = ? AND kind <> 'scene' AND {_ACTIVE_NOTE} AND enabled = ? AND sensitivity <> 'sensitive'",
+            [str(being_id), now, True],
+            f"ORDER BY at DESC, id LIMIT {int(limit)}",
+        )
+
     def pending_scene_counts(self, active_at: str | None = None) -> dict[str, int]:
         """Unprocessed scene notes per being (what the worker's patrol schedule looks at); with
         `active_at`, those patrol still takes up then (neither superseded nor expired)."""

@@ -30,6 +30,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.patrol.run import PatrolProgress, PatrolReport
+    from engram.services.pack import Packing
     from engram.services.reading import Reading
 
 
@@ -71,6 +72,13 @@ class Engram:
         from engram.services.reading import Reading
 
         return Reading(self)
+
+    @cached_property
+    def packing(self) -> Packing:
+        """The context pack (`pack`): the notes an agent puts in its prompt (ADR 0049)."""
+        from engram.services.pack import Packing
+
+        return Packing(self)
 
     @cached_property
     def views(self) -> Views:

@@ -279,3 +279,16 @@ def spread_to_neighbours(
                     continue
                 offered[other] = max(offered.get(other, 0.0), share * decay * score)
     return {i: s + offered.get(i, 0.0) for i, s in scores.items()}
+
+
+def fuse_reciprocal(channels: Sequence[Candidates], p: Profile | None = None) -> dict[str, float]:
+    """The `rrf` profile's fusion of ranked channels (semantic first, then lexical), without the
+    memory columns: Σ weight / (rrf_k + rank), rank from 1. What the context pack ranks notes by
+    (ADR 0049): notes have no importance, neighbours or dates. Best first."""
+    p = p or PROFILES["rrf"]
+    weights = (p.semantic, p.lexical)
+    scores: dict[str, float] = {}
+    for weight, channel in zip(weights, channels, strict=False):
+        for rank, (item, _) in enumerate(channel, 1):
+            scores[item] = scores.get(item, 0.0) + weight / (p.rrf_k + rank)
+    return dict(sorted(scores.items(), key=lambda s: (-s[1], s[0])))

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
-from engram.domain.note import NoteKind
+from engram.domain.note import NoteKind, Sensitivity
 from engram.domain.scene import Scene
 from engram.domain.text import check_text
 from engram.projections.notes import utc_text
@@ -48,13 +48,19 @@ MAX_CURSOR_CHARS = 200
 RECENT_NODES = 5
 DIARY_DAYS = 7
 
-# Block 1-A's note sections, in the spec's order: (key in `system_prompt`, note kind, heading).
+# Block 1-A's note sections, in order: (key in `system_prompt`, note kind, heading, how many at most).
+# Spec 002's agent context leads (soul notes, rules, recent summaries; newest first, by `at`); the
+# reflection's notes follow them, then spec 000's sections (all, in the order they were noted).
+LEADING_NOTES = (
+    ("soul_notes", NoteKind.SOUL, "What you stand for", 5),
+    ("rules", NoteKind.RULE, "Rules you follow", 10),
+    ("summaries", NoteKind.SUMMARY, "What you did lately", 5),
+)
 SYSTEM_PROMPT_NOTES = (
-    ("rules", NoteKind.RULE, "Rules you follow"),
-    ("preferences", NoteKind.PREFERENCE, "Your preferences"),
-    ("relationships", NoteKind.RELATIONSHIP, "Your relationships"),
-    ("tools", NoteKind.TOOL, "Tools you can use"),
-    ("map", NoteKind.MAP, "Your map"),
+    ("preferences", NoteKind.PREFERENCE, "Your preferences", None),
+    ("relationships", NoteKind.RELATIONSHIP, "Your relationships", None),
+    ("tools", NoteKind.TOOL, "Tools you can use", None),
+    ("map", NoteKind.MAP, "Your map", None),
 )
 CONTEXT_NOTE_KINDS = [k.value for k in NoteKind if k != NoteKind.SCENE]
 SNAPSHOT_ACKNOWLEDGED = "Thank you. I have read my notes, what I know and my diary, and I keep them in mind."
@@ -135,8 +141,9 @@ class PrefixMessage(BaseModel):
 class ContextView(BaseModel):
     being: str
     system_prompt: dict[str, Any] = Field(
-        description="Block 1-A: soul, think_md, and the enabled rules, preferences, relationships, "
-        "tools and map entries."
+        description="Block 1-A: soul; the newest soul notes (5), rules (10) and summaries (5); think_md; "
+        "and the enabled preferences, relationships, tools and map entries. Superseded, expired and "
+        "sensitive notes never appear."
     )
     snapshot: dict[str, Any] = Field(description="Block 1-B: unread to-dos and reminders, knowledge, diary.")
     recent_nodes: list[dict[str, Any]] = Field(
@@ -440,11 +447,21 @@ class Reading:
         read = self.e.views.read
         being = read.being(being_id)
         assert being is not None
-        notes = read.notes(being_id, kinds=CONTEXT_NOTE_KINDS)
-        today = self.e.clock.now().date()
+        now = self.e.clock.now()
+        # Superseded, expired and sensitive notes never enter a context (ADR 0046).
+        notes = [
+            n
+            for n in read.notes(being_id, kinds=CONTEXT_NOTE_KINDS, active_at=utc_text(now))
+            if n["sensitivity"] != Sensitivity.SENSITIVE
+        ]
+        today = now.date()
         since = (today - _dt.timedelta(days=DIARY_DAYS - 1)).isoformat()
-        system_prompt: dict[str, Any] = {"soul": being["soul"], "think_md": being["think_md"]}
-        for key, kind, _ in SYSTEM_PROMPT_NOTES:
+        system_prompt: dict[str, Any] = {"soul": being["soul"]}
+        newest_first = sorted(notes, key=lambda n: (n["at"], n["position"]), reverse=True)
+        for key, kind, _, most in LEADING_NOTES:
+            system_prompt[key] = [n["text"] for n in newest_first if n["kind"] == kind and n["enabled"]][:most]
+        system_prompt["think_md"] = being["think_md"]
+        for key, kind, _, _ in SYSTEM_PROMPT_NOTES:
             system_prompt[key] = [n["text"] for n in notes if n["kind"] == kind and n["enabled"]]
         snapshot = {
             "unread": [
@@ -498,11 +515,16 @@ class Reading:
 
 def render_system_prompt(system_prompt: dict[str, Any]) -> str:
     lines = ["# Who you are", system_prompt["soul"] or "(nobody has described you yet)"]
+
+    def sections(table: tuple[tuple[str, NoteKind, str, int | None], ...]) -> None:
+        for key, _, title, _ in table:
+            if system_prompt[key]:
+                lines.extend(["", f"## {title}", *(f"- {t}" for t in system_prompt[key])])
+
+    sections(LEADING_NOTES)
     if system_prompt["think_md"]:
         lines += ["", "## Notes from your last reflection", system_prompt["think_md"]]
-    for key, _, title in SYSTEM_PROMPT_NOTES:
-        if system_prompt[key]:
-            lines += ["", f"## {title}", *(f"- {t}" for t in system_prompt[key])]
+    sections(SYSTEM_PROMPT_NOTES)
     return "\n".join(lines)
 
 
