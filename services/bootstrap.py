@@ -29,8 +29,8 @@ from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
-    from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.pack import Packing
+    from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
 

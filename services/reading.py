@@ -459,7 +459,9 @@ class Reading:
         system_prompt: dict[str, Any] = {"soul": being["soul"]}
         newest_first = sorted(notes, key=lambda n: (n["at"], n["position"]), reverse=True)
         for key, kind, _, most in LEADING_NOTES:
-            system_prompt[key] = [n["text"] for n in newest_first if n["kind"] == kind and n["enabled"]][:most]
+            system_prompt[key] = [n["text"] for n in newest_first if n["kind"] == kind and n["enabled"]][
+                :most
+            ]
         system_prompt["think_md"] = being["think_md"]
         for key, kind, _, _ in SYSTEM_PROMPT_NOTES:
             system_prompt[key] = [n["text"] for n in notes if n["kind"] == kind and n["enabled"]]

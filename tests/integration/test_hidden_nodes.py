@@ -134,7 +134,9 @@ def test_absorbing_expiring_nodes_records_the_latest_expiry(engram: Engram) -> N
     assert engram.store.get(MemoryNode, first.id).expires_at == latest
     assert engram.views.read.node(being_id, first.id)["expires_at"] == utc_text(latest)  # type: ignore[index, arg-type]
     engram.clock.current += timedelta(days=2)  # type: ignore[attr-defined]
-    assert [n.id for n in Listing(engram).nodes("Aria", state="active")] == [str(first.id)]  # a live note fed it
+    assert [n.id for n in Listing(engram).nodes("Aria", state="active")] == [
+        str(first.id)
+    ]  # a live note fed it
 
 
 def test_patrol_leaves_expired_and_superseded_pending_notes(engram: Engram) -> None:
