@@ -44,6 +44,7 @@ from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.projections.notes import utc_text
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from engram.services.pack import DEFAULT_PACK_LIMIT, MAX_PACK_LIMIT, ContextPack
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
     MAX_QUERY_CHARS,
@@ -469,6 +470,22 @@ def get_item(
 def item_history(kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep) -> list[dict[str, Any]]:
     """Every event of a note, node, cluster or patrol run, oldest first."""
     return engram.audit.history(kind.audit_kind, str(item_id), being=being.ref)
+
+
+@v1.get("/beings/{being}/pack", name="pack", response_model=ContextPack, tags=["memory"])
+def pack(
+    being: Being,
+    engram: EngramDep,
+    query: Annotated[
+        str | None,
+        Query(min_length=1, max_length=MAX_QUERY_CHARS, description="Rank the notes by this text."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PACK_LIMIT)] = DEFAULT_PACK_LIMIT,
+) -> ContextPack:
+    """The context pack (spec 002): the being's most recent live notes, or with `query` those that
+    match it best (lexical + semantic), rendered `## Memory Context` then `[kind] text` blocks. Never
+    a scene, a sensitive, superseded, expired or disabled note; an admin token sees no more."""
+    return engram.packing.pack(being.ref, query=query, limit=limit)
 
 
 # -- admin ----------------------------------------------------------------------------------------
