@@ -5,34 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from fastapi.testclient import TestClient
 
-from engram.adapters.cli.main import cli
 from engram.adapters.http import HttpSettings, create_app
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
 from engram.services.tokens import TokenService
+from tests.integration.test_cli import run as run  # the CLI runner fixture, shared
 from tests.patrol_support import scene
-
-
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> tuple[int, str, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.stderr
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
 
 
 def test_cli_pack_prints_the_pack_and_its_json(run: Any) -> None:
