@@ -29,8 +29,8 @@ from engram.services.reading import Reading
 
 DEFAULT_PACK_LIMIT = 20
 MAX_PACK_LIMIT = 200
-PACK_VIEWS = ("notes",)
-SEARCH_VIEWS = ("notes", "note_search")
+PACK_VIEWS = ("notes", "beings")
+SEARCH_VIEWS = ("notes", "beings", "note_search")
 EMBED_BATCH = 256
 CANDIDATES_PER_NOTE = 3  # each channel brings 3× the notes a pack holds (at least MIN_CANDIDATES)
 MIN_CANDIDATES = 50
