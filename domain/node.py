@@ -55,6 +55,13 @@ def reactivation_increment(source: ReactivationSource, status: NodeStatus) -> in
 
 class MemoryNode(BeingScopedAggregate):
     TOPIC = "engram.MemoryNode"
+    # The state a snapshot holds: version 2 adds `expires_at` and `sensitive` (ADR 0049). Snapshots
+    # taken before (every 10th event of a node) load as a node that never expires and is not sensitive.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.update(expires_at=None, sensitive=False)
 
     class Event(Aggregate.Event):
         TOPIC = "engram.MemoryNode.Event"

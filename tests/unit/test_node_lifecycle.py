@@ -95,3 +95,25 @@ def test_only_packable_notes_are_embedded() -> None:
     )
     with pytest.raises(InvalidTransition):
         scene.embed(vector, T0)
+
+
+def test_a_snapshot_taken_before_version_2_loads_as_a_node_that_never_expires(cluster: Cluster) -> None:
+    from eventsourcing.domain import Snapshot
+
+    node = _node(cluster, expires_at=T0 + timedelta(days=1), sensitive=True)
+    snapshot = Snapshot.take(node)
+    assert snapshot.state.get("class_version") == 2
+    old_state = {
+        k: v for k, v in snapshot.state.items() if k not in ("expires_at", "sensitive", "class_version")
+    }
+    old = Snapshot(
+        originator_id=snapshot.originator_id,
+        originator_version=snapshot.originator_version,
+        timestamp=snapshot.timestamp,
+        topic=snapshot.topic,
+        state=old_state,
+    )
+    loaded = old.mutate(None)
+    assert isinstance(loaded, MemoryNode)
+    assert (loaded.expires_at, loaded.sensitive) == (None, False)
+    assert (snapshot.mutate(None).expires_at, snapshot.mutate(None).sensitive) == (node.expires_at, True)
