@@ -54,7 +54,8 @@ NOTE_DOCS = TableSpec(
 NOTE_TERMS = TableSpec(
     name="note_terms",
     columns={"id": "text", "note_id": "id", "being_id": "id", "term": "text", "count": "int"},
-    indexes=(Index("term", ("being_id", "term")),),
+    # Covering: a query reads its words' postings from the index alone, not a table row per posting.
+    indexes=(Index("term", ("being_id", "term", "note_id", "count")),),
 )
 
 NOTE_COLLECTIONS = TableSpec(name="note_collections", columns={"id": "text", "model": "text", "dim": "int"})
@@ -249,20 +250,38 @@ class NoteSearch:
                     [str(being_id), *words],
                 )
             }
+            # The postings alone (a covering index), scored here; liveness is checked for the best
+            # only, a page at a time, instead of joining every posting to its note.
             rows = conn.query(
-                f"SELECT t.note_id, t.term, t.count FROM {terms_table} t JOIN {docs} d ON d.id = t.note_id "
-                f"WHERE t.being_id = ? AND t.term IN ({marks}) AND {self._live('d.')}",
-                [str(being_id), *words, False, False, True, now],
+                f"SELECT note_id, term, count FROM {terms_table} WHERE being_id = ? AND term IN ({marks})",
+                [str(being_id), *words],
             )
-        n = int(total["n"])
-        scores: dict[str, float] = {}
-        for r in rows:
-            f = df.get(str(r["term"]), 0)
-            idf = math.log(1 + (n - f + 0.5) / (f + 0.5))
-            count = int(r["count"])
-            key = str(r["note_id"])
-            scores[key] = scores.get(key, 0.0) + idf * count * (BM25_K1 + 1) / (count + BM25_K1)
-        return sorted(scores.items(), key=lambda s: (-s[1], s[0]))[:limit]
+            n = int(total["n"])
+            idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+            scores: dict[str, float] = {}
+            for r in rows:
+                count = int(r["count"])
+                key = str(r["note_id"])
+                scores[key] = scores.get(key, 0.0) + idf[str(r["term"])] * count * (BM25_K1 + 1) / (
+                    count + BM25_K1
+                )
+            ranked = sorted(scores.items(), key=lambda s: (-s[1], s[0]))
+            out: list[tuple[str, float]] = []
+            page = max(2 * limit, 100)
+            for start in range(0, len(ranked), page):
+                part = ranked[start : start + page]
+                ids = ", ".join("?" for _ in part)
+                live = {
+                    str(r["id"])
+                    for r in conn.query(
+                        f"SELECT id FROM {docs} WHERE id IN ({ids}) AND {self._live()}",
+                        [*(i for i, _ in part), False, False, True, now],
+                    )
+                }
+                out += [hit for hit in part if hit[0] in live]
+                if len(out) >= limit:
+                    break
+        return out[:limit]
 
     def lapsed(self, being_id: UUID, now: str) -> list[UUID]:
         """The being's notes past their expiry that the index still holds as active (the sweep has not
