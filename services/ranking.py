@@ -132,7 +132,8 @@ def rank(
     """`query`'s `k` best (node id, score), best first, for the query `text`: its candidates from both
     channels and, when the profile lets neighbours share, the memories around the best of them among
     `statuses`, scored by `p` on the being's `ranking` columns as of `now`. Nodes in `exclude` (hidden:
-    sensitive or expired) share with their neighbours but are never among the `k`."""
+    sensitive or expired; the callers leave them out of the channels too) may still be reached as a
+    neighbour, and are then dropped: never one of the `k`."""
     slots = ranking.slots(i for i, _ in lexical)
     slots.update(ranking.slots(i for i, _ in semantic if i not in slots))  # each id looked up once
     dates = query_dates(text) if p.dates > 0 else []
