@@ -12,7 +12,7 @@ from uuid import UUID
 
 from engram.domain.being import Being
 from engram.domain.errors import InvalidScene
-from engram.domain.note import Note
+from engram.domain.note import Note, Sensitivity
 from engram.domain.scene import ParseFailure, SceneInput
 from engram.services.patrol.grouping import classify_root_fallback
 from engram.services.patrol.mechanical import nearest_subcluster
@@ -61,6 +61,7 @@ def would_be_born(
         else:
             root = classify_root_fallback(scene.scene.action, scene.themes)
             entry |= {"cluster_id": str(roots[root]), "cluster": root, "placed_by": "keywords"}
-            entry["llm_decides"] = llm_decides_roots
+            # A sensitive note's scene is never sent to an LLM: the keywords decide (ADR 0046).
+            entry["llm_decides"] = llm_decides_roots and note.sensitivity != Sensitivity.SENSITIVE
         born.append(entry)
     return born
