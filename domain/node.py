@@ -55,14 +55,24 @@ def reactivation_increment(source: ReactivationSource, status: NodeStatus) -> in
 
 class MemoryNode(BeingScopedAggregate):
     TOPIC = "engram.MemoryNode"
+    # The state a snapshot holds: version 2 adds `expires_at` and `sensitive` (ADR 0049). Snapshots
+    # taken before (every 10th event of a node) load as a node that never expires and is not sensitive.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        state.update(expires_at=None, sensitive=False)
 
     class Event(Aggregate.Event):
         TOPIC = "engram.MemoryNode.Event"
         being_id: UUID
 
     class Created(Event, Aggregate.Created):
+        """Version 2 carries its note's expiry and sensitivity (ADR 0046): reads leave out a node past
+        `expires_at` or sensitive. A version 1 node never expires and is not sensitive."""
+
         TOPIC = "engram.MemoryNode.Created"
-        class_version = 1
+        class_version = 2
         scene: dict[str, Any]
         feeling: str
         importance: float
@@ -72,6 +82,12 @@ class MemoryNode(BeingScopedAggregate):
         source_note_id: UUID | None
         source_ref: str | None
         activation_cycle: int
+        expires_at: datetime | None
+        sensitive: bool
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(expires_at=None, sensitive=False)
 
     class Embedded(Event):
         """The vector, in an event of its own so that rebuilds never call an embedder."""
@@ -143,18 +159,28 @@ class MemoryNode(BeingScopedAggregate):
             node.read_since_death = False
 
     class AbsorbedNodes(Event):
-        """Spec ❹: the survivor's side of a merge."""
+        """Spec ❹: the survivor's side of a merge. Version 2 records the survivor's expiry and
+        sensitivity after it (the latest expiry of all, none if one never expires; sensitive if one
+        is): replay reads them, never the clock. Version 1 merges were of nodes that had neither."""
 
         TOPIC = "engram.MemoryNode.AbsorbedNodes"
-        class_version = 1
+        class_version = 2
         absorbed_ids: list[UUID]
         when_entries: list[dict[str, str]]
         importance: float
+        expires_at: datetime | None
+        sensitive: bool
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            state.update(expires_at=None, sensitive=False)
 
         def apply(self, node: MemoryNode) -> None:
             node.scene = {**node.scene, "when": [*node.scene["when"], *self.when_entries]}
             node.importance = self.importance
             node.fresh = False
+            node.expires_at = self.expires_at
+            node.sensitive = self.sensitive
 
     class FreshnessCleared(Event):
         TOPIC = "engram.MemoryNode.FreshnessCleared"
@@ -217,6 +243,8 @@ class MemoryNode(BeingScopedAggregate):
         source_note_id: UUID | None,
         source_ref: str | None,
         activation_cycle: int,
+        expires_at: datetime | None,
+        sensitive: bool,
     ) -> None:
         self.being_id = being_id
         self.scene = scene
@@ -237,6 +265,8 @@ class MemoryNode(BeingScopedAggregate):
         self.absorbed_into: UUID | None = None
         # Revival (❺) is driven by reads: a node that died is revived only if something read it since.
         self.read_since_death = False
+        self.expires_at = expires_at  # the latest expiry of the notes that fed it; None: never
+        self.sensitive = sensitive  # fed by a sensitive note: never recalled, never sent to an LLM
 
     @classmethod
     def create(
@@ -249,8 +279,11 @@ class MemoryNode(BeingScopedAggregate):
         *,
         source_note_id: UUID | None = None,
         source_ref: str | None = None,
+        expires_at: datetime | None = None,
+        sensitive: bool = False,
     ) -> MemoryNode:
-        """A fresh node (spec ❶) with `importance = clamp(0, 1, importance ?? 0.5)`."""
+        """A fresh node (spec ❶) with `importance = clamp(0, 1, importance ?? 0.5)`; `expires_at` and
+        `sensitive` are its note's (ADR 0046)."""
         cluster.require_alive()
         return cls._create(
             cls.Created,
@@ -265,6 +298,8 @@ class MemoryNode(BeingScopedAggregate):
             source_note_id=source_note_id,
             source_ref=source_ref,
             activation_cycle=being_cycle,
+            expires_at=expires_at,
+            sensitive=sensitive,
             timestamp=at,
         )
 
@@ -278,6 +313,10 @@ class MemoryNode(BeingScopedAggregate):
 
     def effective_importance(self, being_cycle: int) -> float:
         return decay.effective_importance(self.importance, self.session_count(being_cycle))
+
+    def is_hidden(self, now: datetime) -> bool:
+        """Left out of reads: sensitive, or past the expiry of every note that fed it (ADR 0046)."""
+        return self.sensitive or (self.expires_at is not None and self.expires_at <= now)
 
     @property
     def dying_cycle(self) -> int:
@@ -350,6 +389,9 @@ class MemoryNode(BeingScopedAggregate):
             date = other.scene_model().first_date() or at.date().isoformat()
             entries.append({"date": date, "action": other.scene["action"]})
         importance = min(1.0, self.importance + CONSOLIDATION_BONUS)
+        expiries = [self.expires_at, *(o.expires_at for o in others)]
+        expires_at = None if any(e is None for e in expiries) else max(e for e in expiries if e is not None)
+        sensitive = self.sensitive or any(o.sensitive for o in others)
         for other in others:
             other._emit(other.Absorbed, at, survivor_id=self.id, cycle=being_cycle)
         self._emit(
@@ -358,6 +400,8 @@ class MemoryNode(BeingScopedAggregate):
             absorbed_ids=[o.id for o in others],
             when_entries=entries,
             importance=importance,
+            expires_at=expires_at,
+            sensitive=sensitive,
         )
 
     def clear_fresh(self, at: datetime) -> None:

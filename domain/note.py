@@ -17,7 +17,8 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from engram.domain.base import BeingScopedAggregate
-from engram.domain.errors import InvalidInput, InvalidTransition, PayloadTooLarge
+from engram.domain.embedding import Embedding
+from engram.domain.errors import EmbeddingMismatch, InvalidInput, InvalidTransition, PayloadTooLarge
 from engram.domain.scene import (
     MAX_SCENE_TEXT_BYTES,
     ParseFailure,
@@ -394,6 +395,17 @@ class Note(BeingScopedAggregate):
         def apply(self, note: Note) -> None:
             note.enabled = False
 
+    class Embedded(Event):
+        """The note's vector (ADR 0049), in an event as a node's is, so that a rebuild of the notes'
+        search view never calls an embedder. Recorded for non-scene notes that are not sensitive."""
+
+        TOPIC = "engram.Note.Embedded"
+        class_version = 1
+        embedding: Embedding
+
+        def apply(self, note: Note) -> None:
+            note.embedding = self.embedding
+
     class Expired(Event):
         """The worker saw the note's `expires_at` pass. The event's timestamp is that clock reading;
         reads never waited for it (they compare `expires_at` with their own now)."""
@@ -493,6 +505,7 @@ class Note(BeingScopedAggregate):
         self.repaired_scene: dict[str, Any] | None = None
         self.repair_attempts = 0
         self.node_id: UUID | None = None
+        self.embedding: Embedding | None = None  # for the context pack's search (ADR 0049)
 
     @classmethod
     def take(
@@ -670,6 +683,20 @@ class Note(BeingScopedAggregate):
 
     def is_expired(self, now: datetime) -> bool:
         return self.expired or (self.expires_at is not None and self.expires_at <= now)
+
+    def embed(self, embedding: Embedding, at: datetime) -> None:
+        """Record the note's vector for the pack's search. Scenes become nodes (embedded there), and a
+        sensitive note never enters a pack: neither is embedded (ADR 0049)."""
+        if self.kind == NoteKind.SCENE:
+            raise InvalidTransition("a scene note is embedded as the node it becomes")
+        if self.sensitivity == Sensitivity.SENSITIVE:
+            raise InvalidTransition("a sensitive note never enters a pack: it is not embedded")
+        if self.embedding is not None and not self.embedding.same_space(embedding):
+            raise EmbeddingMismatch(
+                f"note {self.id} holds a {self.embedding.model}/{self.embedding.dim} vector; "
+                f"a {embedding.model}/{embedding.dim} vector is not mixed in",
+            )
+        self._emit(self.Embedded, at, embedding=embedding)
 
     def expire(self, at: datetime) -> None:
         """Record that `expires_at` has passed; `at` is the clock reading that saw it."""

@@ -18,6 +18,7 @@ from engram.domain.cluster import Cluster
 from engram.domain.node import MemoryNode, NodeStatus
 from engram.projections.engine import Batch, Projection, handles
 from engram.projections.fulltext.port import FullTextIndex
+from engram.projections.notes import utc_text
 from engram.projections.sql import ViewConnection, ViewDatabase
 from engram.projections.tables import Index, TableSpec
 
@@ -51,6 +52,10 @@ NODES = TableSpec(
         "embedding_model": "text",
         "created_at": "text",
         "seq": "int",  # log position of `Created`: a being's nodes in the order they were noted (ADR 0008)
+        # ADR 0046: its notes' latest expiry (`utc_text`; None: never) and sensitivity. Reads leave out
+        # a node past `expires_at` (compared with their own now) or sensitive.
+        "expires_at": "text",
+        "sensitive": "bool",
         "version": "int",
         "position": "int",
     },
@@ -63,6 +68,8 @@ NODES = TableSpec(
         Index("source", ("being_id", "source_ref")),
         Index("sequence", ("being_id", "seq")),
         Index("changes", ("being_id", "position")),  # what changed since a position (ranking cache)
+        # The nodes reads leave out (`ReadModels.hidden_nodes`): few, so a read finds them in O(hidden).
+        Index("hidden", ("being_id", "expires_at"), where="sensitive OR expires_at IS NOT NULL"),
     ),
     # What events after `Created` change, except `AbsorbedNodes` (it rewrites the scene: a whole row).
     # A reactivation then rewrites 2 of the table's 8 indexes (`recent`, `changes`), not 6, and the
@@ -120,8 +127,9 @@ def _when(scene: dict[str, Any]) -> str:
 class MemoryView(Projection):
     name = "memory"
     # 2: full-text index; 3: `seq` for neighbouring memories; 4: a full-text table per being (ADR 0012);
-    # 5: names marked in the full-text index (ADR 0014); 6: the (being_id, position) index (ADR 0015)
-    schema_version = 6
+    # 5: names marked in the full-text index (ADR 0014); 6: the (being_id, position) index (ADR 0015);
+    # 7: expiry and sensitivity (ADR 0046)
+    schema_version = 7
     tables = (NODES, CLUSTERS)
 
     def __init__(self, fulltext: FullTextIndex) -> None:
@@ -270,6 +278,8 @@ class MemoryView(Projection):
             "embedding_model": None,
             "created_at": at,
             "seq": batch.position,
+            "expires_at": utc_text(e.expires_at) if e.expires_at is not None else None,
+            "sensitive": e.sensitive,
         }
         self._count(batch, row["cluster_id"], active=1, total=1)
         self._save(batch, row, e, whole=True)
@@ -333,6 +343,8 @@ class MemoryView(Projection):
             when_json=_when(scene),
             importance=e.importance,
             fresh=False,
+            expires_at=utc_text(e.expires_at) if e.expires_at is not None else None,
+            sensitive=e.sensitive,
         )
         self._save(batch, row, e, whole=True)
 

@@ -30,6 +30,9 @@ from engram.projections.tables import TableSpec
 from engram.projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
+
+_ACTIVE_NOTE = "superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+"""A note neither superseded nor past its expiry at the parameter's instant (`utc_text`, ADR 0046)."""
 T = TypeVar("T")
 
 
@@ -214,6 +217,24 @@ class ReadModels:
             )
         return [(str(r["id"]), int(r["seq"])) for r in rows]
 
+    @staticmethod
+    def visible(now: str, *, include_sensitive: bool = False) -> Condition:
+        """The nodes a node list shows at `now` (`utc_text`): not past their expiry, and not sensitive
+        unless `include_sensitive` (an admin token, the CLI's `--include-sensitive`; ADR 0046)."""
+        unexpired = "(expires_at IS NULL OR expires_at > ?)"
+        return (unexpired if include_sensitive else f"NOT sensitive AND {unexpired}"), [now]
+
+    def hidden_nodes(self, being_id: UUID, now: str) -> set[str]:
+        """The ids of the being's nodes that reads leave out at `now` (`utc_text`): sensitive, or past
+        their expiry (ADR 0046). Read through the partial index `hidden`, in O(such nodes)."""
+        with self.reading("memory") as (conn, tables):
+            rows = conn.query(
+                f"SELECT id FROM {tables['nodes']} WHERE being_id = ? "
+                "AND (sensitive OR expires_at IS NOT NULL) AND (sensitive OR expires_at <= ?)",
+                [str(being_id), now],
+            )
+        return {str(r["id"]) for r in rows}
+
     def dying_candidates(self, being_id: UUID, cycle: int) -> list[Row]:
         """Spec ❸: active, unpinned nodes whose effective importance is ≤ 0.05 at `cycle` (indexed)."""
         rows = self._select(
@@ -296,9 +317,15 @@ class ReadModels:
         parse_status: str | None = None,
         read: bool | None = None,
         limit: int | None = None,
+        active_at: str | None = None,
     ) -> list[Row]:
+        """The being's notes in log order. `active_at` (`utc_text`): only those neither superseded nor
+        past their expiry then (ADR 0046)."""
         where: list[str] = ["being_id = ?"]
         params: list[Any] = [str(being_id)]
+        if active_at is not None:
+            where.append(f"{_ACTIVE_NOTE}")
+            params.append(active_at)
         if kinds:
             where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
             params += list(kinds)
@@ -353,13 +380,38 @@ class ReadModels:
             )
         return [dict(r) for r in rows]
 
-    def pending_scene_counts(self) -> dict[str, int]:
-        """Unprocessed scene notes per being (what the worker's patrol schedule looks at)."""
+    def notes_by_id(self, being_id: UUID, ids: Sequence[str]) -> dict[str, Row]:
+        """The being's notes among `ids`, by id (another being's read as missing)."""
+        out: dict[str, Row] = {}
+        for part in chunks(list(ids), 500):
+            marks = ", ".join("?" for _ in part)
+            rows = self._select("notes", NOTES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part])
+            out.update((str(r["id"]), r) for r in rows)
+        return out
+
+    def pack_notes(self, being_id: UUID, now: str, limit: int) -> list[Row]:
+        """The context pack without a query (ADR 0049): the being's `limit` most recent notes by `at`
+        that are live at `now` (neither superseded nor expired), enabled, not sensitive and not
+        scenes. Read newest first through the (being_id, at) index, so it stops after `limit` rows
+        when most notes are live."""
+        return self._select(
+            "notes",
+            NOTES,
+            f"being_id = ? AND kind <> 'scene' AND {_ACTIVE_NOTE} AND enabled = ? AND sensitivity <> 'sensitive'",
+            [str(being_id), now, True],
+            f"ORDER BY at DESC, id LIMIT {int(limit)}",
+        )
+
+    def pending_scene_counts(self, active_at: str | None = None) -> dict[str, int]:
+        """Unprocessed scene notes per being (what the worker's patrol schedule looks at); with
+        `active_at`, those patrol still takes up then (neither superseded nor expired)."""
+        active = f" AND {_ACTIVE_NOTE}" if active_at is not None else ""
         with self.reading("notes") as (conn, tables):
             table = tables["notes"]
             rows = conn.query(
-                f"SELECT being_id, COUNT(*) AS n FROM {table} WHERE kind = 'scene' AND parse_status = 'pending' "
-                "GROUP BY being_id"
+                f"SELECT being_id, COUNT(*) AS n FROM {table} WHERE kind = 'scene' AND parse_status = 'pending'"
+                f"{active} GROUP BY being_id",
+                [active_at] if active_at is not None else [],
             )
         return {str(r["being_id"]): int(r["n"]) for r in rows}
 

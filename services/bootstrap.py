@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engram.services.note_expiry import NoteExpirySweep
     from engram.services.note_lifecycle import NoteLifecycle
     from engram.services.note_maintenance import NoteMaintenance
+    from engram.services.pack import Packing
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
 
@@ -117,6 +118,13 @@ class Engram:
             lambda: self.views.read,
             resolve=lambda ref: resolve_being_id(self.store, ref),
         )
+
+    @cached_property
+    def packing(self) -> Packing:
+        """The context pack (`pack`): the notes an agent puts in its prompt (ADR 0049)."""
+        from engram.services.pack import Packing
+
+        return Packing(self)
 
     @cached_property
     def views(self) -> Views:

@@ -68,17 +68,29 @@ class Listing:
         return [tree(r) for r in sorted(rows, key=lambda r: r["name"]) if r["is_root"]]
 
     def nodes(
-        self, being_ref: str, *, cluster: str | None = None, state: str | None = None, limit: int = 50
+        self,
+        being_ref: str,
+        *,
+        cluster: str | None = None,
+        state: str | None = None,
+        limit: int = 50,
+        include_sensitive: bool = False,
     ) -> list[NodeView]:
-        """The being's nodes, oldest first; `cluster` (an id or a name) and `state` narrow them."""
+        """The being's nodes, oldest first; `cluster` (an id or a name) and `state` narrow them. Nodes
+        past their notes' expiry are left out, and sensitive ones unless `include_sensitive` (ADR 0046)."""
         if state is not None and state not in NODE_STATES:
             raise InvalidInput(f"state is one of {', '.join(NODE_STATES)}, not {state!r}")
         if not 1 <= limit <= MAX_LIST:
             raise InvalidInput(f"limit is between 1 and {MAX_LIST}")
         being_id = self._being(being_ref)
         cluster_id = self._cluster_id(being_id, cluster) if cluster is not None else None
-        rows = self.e.views.read.nodes(
-            being_id, statuses=[state] if state else None, cluster_id=cluster_id, limit=limit
+        read = self.e.views.read
+        rows = read.nodes(
+            being_id,
+            statuses=[state] if state else None,
+            cluster_id=cluster_id,
+            limit=limit,
+            where=read.visible(utc_text(self.e.clock.now()), include_sensitive=include_sensitive),
         )
         return [NodeView.of(r) for r in rows]
 

@@ -127,10 +127,13 @@ def rank(
     k: int,
     statuses: Collection[str],
     now: _dt.datetime,
+    exclude: Collection[str] = (),
 ) -> list[tuple[str, float]]:
     """`query`'s `k` best (node id, score), best first, for the query `text`: its candidates from both
     channels and, when the profile lets neighbours share, the memories around the best of them among
-    `statuses`, scored by `p` on the being's `ranking` columns as of `now`."""
+    `statuses`, scored by `p` on the being's `ranking` columns as of `now`. Nodes in `exclude` (hidden:
+    sensitive or expired; the callers leave them out of the channels too) may still be reached as a
+    neighbour, and are then dropped: never one of the `k`."""
     slots = ranking.slots(i for i, _ in lexical)
     slots.update(ranking.slots(i for i, _ in semantic if i not in slots))  # each id looked up once
     dates = query_dates(text) if p.dates > 0 else []
@@ -146,6 +149,8 @@ def rank(
     if p.question_penalty > 0:
         asks, keep = ranking.asks, 1 - p.question_penalty
         scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
+    if exclude:
+        scores = {i: s for i, s in scores.items() if i not in exclude}
     return best_of(scores, k)
 
 
@@ -275,3 +280,16 @@ def spread_to_neighbours(
                     continue
                 offered[other] = max(offered.get(other, 0.0), share * decay * score)
     return {i: s + offered.get(i, 0.0) for i, s in scores.items()}
+
+
+def fuse_reciprocal(channels: Sequence[Candidates], p: Profile | None = None) -> dict[str, float]:
+    """The `rrf` profile's fusion of ranked channels (semantic first, then lexical), without the
+    memory columns: Σ weight / (rrf_k + rank), rank from 1. What the context pack ranks notes by
+    (ADR 0049): notes have no importance, neighbours or dates. Best first."""
+    p = p or PROFILES["rrf"]
+    weights = (p.semantic, p.lexical)
+    scores: dict[str, float] = {}
+    for weight, channel in zip(weights, channels, strict=False):
+        for rank, (item, _) in enumerate(channel, 1):
+            scores[item] = scores.get(item, 0.0) + weight / (p.rrf_k + rank)
+    return dict(sorted(scores.items(), key=lambda s: (-s[1], s[0])))

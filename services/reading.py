@@ -27,9 +27,10 @@ from pydantic import BaseModel, Field
 
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode, ReactivationSource
-from engram.domain.note import NoteKind
+from engram.domain.note import NoteKind, Sensitivity
 from engram.domain.scene import Scene
 from engram.domain.text import check_text
+from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
 from engram.services.ports import Reads
@@ -47,13 +48,19 @@ MAX_CURSOR_CHARS = 200
 RECENT_NODES = 5
 DIARY_DAYS = 7
 
-# Block 1-A's note sections, in the spec's order: (key in `system_prompt`, note kind, heading).
+# Block 1-A's note sections, in order: (key in `system_prompt`, note kind, heading, how many at most).
+# Spec 002's agent context leads (soul notes, rules, recent summaries; newest first, by `at`); the
+# reflection's notes follow them, then spec 000's sections (all, in the order they were noted).
+LEADING_NOTES = (
+    ("soul_notes", NoteKind.SOUL, "What you stand for", 5),
+    ("rules", NoteKind.RULE, "Rules you follow", 10),
+    ("summaries", NoteKind.SUMMARY, "What you did lately", 5),
+)
 SYSTEM_PROMPT_NOTES = (
-    ("rules", NoteKind.RULE, "Rules you follow"),
-    ("preferences", NoteKind.PREFERENCE, "Your preferences"),
-    ("relationships", NoteKind.RELATIONSHIP, "Your relationships"),
-    ("tools", NoteKind.TOOL, "Tools you can use"),
-    ("map", NoteKind.MAP, "Your map"),
+    ("preferences", NoteKind.PREFERENCE, "Your preferences", None),
+    ("relationships", NoteKind.RELATIONSHIP, "Your relationships", None),
+    ("tools", NoteKind.TOOL, "Tools you can use", None),
+    ("map", NoteKind.MAP, "Your map", None),
 )
 CONTEXT_NOTE_KINDS = [k.value for k in NoteKind if k != NoteKind.SCENE]
 SNAPSHOT_ACKNOWLEDGED = "Thank you. I have read my notes, what I know and my diary, and I keep them in mind."
@@ -76,6 +83,8 @@ class NodeView(BaseModel):
     source_ref: str | None
     source_note_id: str | None
     score: float | None = None
+    sensitive: bool = False
+    expires_at: str | None = None
 
     @classmethod
     def of(cls, row: dict[str, Any], score: float | None = None) -> NodeView:
@@ -96,6 +105,8 @@ class NodeView(BaseModel):
             source_ref=row["source_ref"],
             source_note_id=row["source_note_id"],
             score=score,
+            sensitive=bool(row.get("sensitive") or False),
+            expires_at=row.get("expires_at"),
         )
 
 
@@ -130,8 +141,9 @@ class PrefixMessage(BaseModel):
 class ContextView(BaseModel):
     being: str
     system_prompt: dict[str, Any] = Field(
-        description="Block 1-A: soul, think_md, and the enabled rules, preferences, relationships, "
-        "tools and map entries."
+        description="Block 1-A: soul; the newest soul notes (5), rules (10) and summaries (5); think_md; "
+        "and the enabled preferences, relationships, tools and map entries. Superseded, expired and "
+        "sensitive notes never appear."
     )
     snapshot: dict[str, Any] = Field(description="Block 1-B: unread to-dos and reminders, knowledge, diary.")
     recent_nodes: list[dict[str, Any]] = Field(
@@ -247,6 +259,11 @@ class Reading:
         with lock:
             return self.e.runner.run(f"reactivate_{source.value}", handle, being_id=being_id)
 
+    def hidden(self, being_id: UUID) -> set[str]:
+        """The being's nodes every read leaves out now: sensitive ones, and those past their notes'
+        expiry (ADR 0046; compared with the clock at read time, whether or not anything recorded it)."""
+        return self.e.views.read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
+
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
         [embedding] = self.e.embedder.embed([text])
         return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
@@ -280,8 +297,16 @@ class Reading:
         if vector is None:
             model, vector = self._vector(text)
         threshold = thresholds_for(model).recall
+        # Hidden nodes are excluded in the index's own filter: the top 3 are still 3 when some are hidden.
+        hidden = self.hidden(being_id)
         hits = self.e.views.vectors.similar_nodes(
-            being_id, model, vector, RECALL_LIMIT, statuses=["active", "dying"], threshold=threshold
+            being_id,
+            model,
+            vector,
+            RECALL_LIMIT,
+            statuses=["active", "dying"],
+            threshold=threshold,
+            exclude=[UUID(i) for i in hidden],
         )
         rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
         nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
@@ -294,7 +319,12 @@ class Reading:
         being_id = self.being(being_ref)
         if self.e.views.read.cluster(being_id, cluster_id) is None:
             raise NotFound(f"cluster {cluster_id} not found")
-        rows = self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
+        hidden = self.hidden(being_id)
+        rows = [
+            r
+            for r in self.e.views.read.nodes(being_id, cluster_id=cluster_id, order="recent")
+            if r["id"] not in hidden
+        ]
         done = self.reactivate(being_id, [r["id"] for r in rows], ReactivationSource.RECALL_MEMORY)
         return Found(nodes=[done.applied(NodeView.of(r)) for r in rows], position=done.position)
 
@@ -326,7 +356,8 @@ class Reading:
         search = _SearchKey(words, mode)
         after = search.read_cursor(cursor) if cursor is not None else None
         being_id = self.being(being_ref)
-        matches = self.e.views.search.keywords(being_id, words, mode)
+        hidden = self.hidden(being_id)
+        matches = [m for m in self.e.views.search.keywords(being_id, words, mode) if m[0] not in hidden]
         rest = matches if after is None else [m for m in matches if m[1] < after]
         page = rest[:limit]
         done = (
@@ -374,16 +405,21 @@ class Reading:
         def search_vectors() -> list[tuple[str, float]]:
             if p.semantic <= 0 or vector is None:
                 return []
-            found = self.e.views.vectors.similar_nodes(being_id, model, vector, n, statuses=statuses)
+            found = self.e.views.vectors.similar_nodes(
+                being_id, model, vector, n, statuses=statuses, exclude=excluded
+            )
             return [(str(i), s) for i, s in found]
 
         with read.snapshot("memory"):  # one read transaction for the statements below
+            hidden = read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
+            excluded = [UUID(i) for i in hidden]
             if p.lexical > 0:  # the vector search runs while the full-text statements do (ADR 0017)
                 lexical, semantic = search.lexical_alongside(
                     search_vectors, being_id, text, n, statuses, actors=names
                 )
             else:
                 lexical, semantic = [], search_vectors()
+            lexical = [hit for hit in lexical if hit[0] not in hidden]
             best = rank(
                 p,
                 read.ranking(being_id),
@@ -393,6 +429,7 @@ class Reading:
                 k=k,
                 statuses=statuses,
                 now=self.e.clock.now(),
+                exclude=hidden,
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
@@ -410,11 +447,23 @@ class Reading:
         read = self.e.views.read
         being = read.being(being_id)
         assert being is not None
-        notes = read.notes(being_id, kinds=CONTEXT_NOTE_KINDS)
-        today = self.e.clock.now().date()
+        now = self.e.clock.now()
+        # Superseded, expired and sensitive notes never enter a context (ADR 0046).
+        notes = [
+            n
+            for n in read.notes(being_id, kinds=CONTEXT_NOTE_KINDS, active_at=utc_text(now))
+            if n["sensitivity"] != Sensitivity.SENSITIVE
+        ]
+        today = now.date()
         since = (today - _dt.timedelta(days=DIARY_DAYS - 1)).isoformat()
-        system_prompt: dict[str, Any] = {"soul": being["soul"], "think_md": being["think_md"]}
-        for key, kind, _ in SYSTEM_PROMPT_NOTES:
+        system_prompt: dict[str, Any] = {"soul": being["soul"]}
+        newest_first = sorted(notes, key=lambda n: (n["at"], n["position"]), reverse=True)
+        for key, kind, _, most in LEADING_NOTES:
+            system_prompt[key] = [n["text"] for n in newest_first if n["kind"] == kind and n["enabled"]][
+                :most
+            ]
+        system_prompt["think_md"] = being["think_md"]
+        for key, kind, _, _ in SYSTEM_PROMPT_NOTES:
             system_prompt[key] = [n["text"] for n in notes if n["kind"] == kind and n["enabled"]]
         snapshot = {
             "unread": [
@@ -425,12 +474,16 @@ class Reading:
             "knowledge": [n["text"] for n in notes if n["kind"] == "knowledge" and n["enabled"]],
             "diary": [{"date": d["date"], "text": d["text"]} for d in read.diary(being_id, since)],
         }
+        hidden = self.hidden(being_id)
         recent = [
             r
             for r in read.nodes(
-                being_id, statuses=["active", "dying"], order="recent", limit=RECENT_NODES * 4
+                being_id,
+                statuses=["active", "dying"],
+                order="recent",
+                limit=RECENT_NODES * 4 + len(hidden),  # enough left when hidden nodes are among them
             )
-            if (r["action"] or "").strip()
+            if (r["action"] or "").strip() and r["id"] not in hidden
         ][:RECENT_NODES]
         recent_nodes = [
             {
@@ -464,11 +517,16 @@ class Reading:
 
 def render_system_prompt(system_prompt: dict[str, Any]) -> str:
     lines = ["# Who you are", system_prompt["soul"] or "(nobody has described you yet)"]
+
+    def sections(table: tuple[tuple[str, NoteKind, str, int | None], ...]) -> None:
+        for key, _, title, _ in table:
+            if system_prompt[key]:
+                lines.extend(["", f"## {title}", *(f"- {t}" for t in system_prompt[key])])
+
+    sections(LEADING_NOTES)
     if system_prompt["think_md"]:
         lines += ["", "## Notes from your last reflection", system_prompt["think_md"]]
-    for key, _, title in SYSTEM_PROMPT_NOTES:
-        if system_prompt[key]:
-            lines += ["", f"## {title}", *(f"- {t}" for t in system_prompt[key])]
+    sections(SYSTEM_PROMPT_NOTES)
     return "\n".join(lines)
 
 

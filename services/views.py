@@ -28,6 +28,7 @@ from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
+from engram.projections.note_search import NoteSearch, NoteSearchView
 from engram.projections.notes import NotesView
 from engram.projections.patrol_runs import PatrolRunsView
 from engram.projections.queries import ReadModels
@@ -96,6 +97,7 @@ class Views:
         self._storage = storage
         self._locks = locks
         self.vectors_view = VectorsView(vector_index)
+        self.note_search_view = NoteSearchView(self.vectors_view)  # shares the vector index
         self.fulltext = fulltext  # kept by the memory view, searched by `search`
         self.projections: dict[str, Projection] = {
             p.name: p
@@ -106,6 +108,7 @@ class Views:
                 PatrolRunsView(),
                 self.vectors_view,
                 TokensView(),
+                self.note_search_view,
                 *extra,
             )
         }
@@ -136,6 +139,11 @@ class Views:
     def read(self) -> ReadModels:
         """Queries on the views as they are now (call `ensure()` first to include recent writes)."""
         return ReadModels(self.dbs, self.projections, self.ranking)
+
+    @property
+    def note_search(self) -> NoteSearch:
+        """The context pack's searches over notes (ADR 0049; call `ensure()` first)."""
+        return NoteSearch(self.read, self.note_search_view)
 
     @property
     def search(self) -> FullTextSearch:

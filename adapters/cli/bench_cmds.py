@@ -88,6 +88,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
     _passthrough(
+        "notes", "notes_pack", "Context pack and notes list p50/p95 at 1k, 10k and 100k notes of one being."
+    )
+    _passthrough(
         "vectors",
         "vector_search_bench",
         "Filtered vector search p50/p95 on Qdrant Edge (exact, HNSW) and qdrant-client local mode.",

@@ -43,15 +43,28 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     @click.option("--state", type=click.Choice(["active", "dying", "dead"]), help="Only nodes in this state.")
     @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 10_000))
+    @click.option(
+        "--include-sensitive", is_flag=True, help="Show sensitive memories too (never shown by recall)."
+    )
     @command
     def nodes(
-        ctx: Any, being_ref: str, cluster_ref: str | None, state: str | None, limit: int, *, as_json: bool
+        ctx: Any,
+        being_ref: str,
+        cluster_ref: str | None,
+        state: str | None,
+        limit: int,
+        include_sensitive: bool,
+        *,
+        as_json: bool,
     ) -> None:
-        """BEING's memory nodes, oldest first, with their state and id. Reactivates nothing."""
+        """BEING's memory nodes, oldest first, with their state and id. Reactivates nothing. Memories
+        past their notes' expiry are left out, and sensitive ones unless --include-sensitive."""
         from engram.adapters.cli.reading_cmds import node_line
         from engram.services.listing import Listing
 
-        found = Listing(ctx.engram).nodes(being_ref, cluster=cluster_ref, state=state, limit=limit)
+        found = Listing(ctx.engram).nodes(
+            being_ref, cluster=cluster_ref, state=state, limit=limit, include_sensitive=include_sensitive
+        )
         if as_json:
             emit_json([n.model_dump() for n in found])
             return

@@ -43,9 +43,11 @@ from engram.domain.errors import InvalidInput
 from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
+from engram.projections.notes import utc_text
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
 from engram.services.note_lifecycle import NoteChain, NotesMerged, NoteSuperseded
 from engram.services.note_list import DEFAULT_NOTE_LIST, MAX_NOTE_LIST, NoteListed
+from engram.services.pack import DEFAULT_PACK_LIMIT, MAX_PACK_LIMIT, ContextPack
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
     MAX_QUERY_CHARS,
@@ -420,18 +422,22 @@ def query(body: QueryIn, being: Being, engram: EngramDep) -> Found:
 def list_nodes(
     being: Being,
     engram: EngramDep,
+    caller: Caller,
     status: Annotated[list[NodeStatus] | None, Query(description="Only these statuses.")] = None,
     cluster_id: UUID | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
 ) -> list[NodeView]:
-    """The being's memory nodes, most recently activated first. Reactivates nothing."""
+    """The being's memory nodes, most recently activated first. Reactivates nothing. Nodes past their
+    notes' expiry are left out, and sensitive ones unless the token is an admin's."""
     engram.views.ensure(names=["memory"], being=being.id)
-    rows = engram.views.read.nodes(
+    read = engram.views.read
+    rows = read.nodes(
         being.id,
         statuses=[s.value for s in status] if status else None,
         cluster_id=cluster_id,
         order="recent",
         limit=limit,
+        where=read.visible(utc_text(engram.clock.now()), include_sensitive=caller.is_admin),
     )
     return [NodeView.of(r) for r in rows]
 
@@ -538,6 +544,22 @@ def get_item(
 def item_history(kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep) -> list[dict[str, Any]]:
     """Every event of a note, node, cluster or patrol run, oldest first."""
     return engram.audit.history(kind.audit_kind, str(item_id), being=being.ref)
+
+
+@v1.get("/beings/{being}/pack", name="pack", response_model=ContextPack, tags=["memory"])
+def pack(
+    being: Being,
+    engram: EngramDep,
+    query: Annotated[
+        str | None,
+        Query(min_length=1, max_length=MAX_QUERY_CHARS, description="Rank the notes by this text."),
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PACK_LIMIT)] = DEFAULT_PACK_LIMIT,
+) -> ContextPack:
+    """The context pack (spec 002): the being's most recent live notes, or with `query` those that
+    match it best (lexical + semantic), rendered `## Memory Context` then `[kind] text` blocks. Never
+    a scene, a sensitive, superseded, expired or disabled note; an admin token sees no more."""
+    return engram.packing.pack(being.ref, query=query, limit=limit)
 
 
 # -- admin ----------------------------------------------------------------------------------------

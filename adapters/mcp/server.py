@@ -45,6 +45,7 @@ from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput, NoteTaken, given_lifecycle, invalid_input_of
 from engram.services.note_lifecycle import NotesMerged, NoteSuperseded
+from engram.services.pack import MAX_PACK_LIMIT, ContextPack
 from engram.services.ranking import PROFILES
 from engram.services.reading import (
     MAX_CURSOR_CHARS,
@@ -240,7 +241,8 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             "memories surface; `query` to look something up; `search_memory` for exact keywords, "
             "dates or themes; `recall_memory` for every memory of a cluster; `note_scene` to remember "
             "what just happened; `note` for a to-do, reminder, knowledge, rule, preference, "
-            "relationship, tool or map entry; `context` for the persona, notes, diary and recent memories."
+            "relationship, tool or map entry; `context` for the persona, notes, diary and recent memories; "
+            "`pack` for my notes as one text block."
         ),
         log_level=session.engram.settings.log_level.upper(),  # type: ignore[arg-type]
     )
@@ -444,6 +446,26 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             ],
             structured_content=done.model_dump(),
         )
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
+    async def pack(
+        query: Annotated[
+            str | None,
+            Field(
+                None,
+                min_length=1,
+                max_length=MAX_QUERY_CHARS,
+                description="Rank the notes by this text instead of recency.",
+            ),
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_PACK_LIMIT, description="How many notes at most.")] = 20,
+    ) -> Annotated[CallToolResult, ContextPack]:
+        """The context pack: my most recent live notes (or, with `query`, those that match it best),
+        as a `## Memory Context` text of `[kind] text` blocks to put in a prompt. Never a sensitive,
+        superseded or expired note."""
+        found = await session.call(session.engram.packing.pack, being, query, limit)
+        content = [TextContent(type="text", text=found.text)] if found.text else []
+        return CallToolResult(content=content, structured_content=found.model_dump())
 
     return server
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 import structlog
 
 from engram.domain.errors import DomainError
+from engram.projections.notes import utc_text
 from engram.services.patrol.run import PatrolAlreadyRunning
 from engram.services.patrol.schedule import BeingDue, is_due
 from engram.services.ports import AutoPatrols
@@ -25,8 +26,8 @@ class AutoPatrol:
         s = self.e.settings
         self.e.views.ensure()
         read = self.e.views.read
-        pending = read.pending_scene_counts()
         now = self.e.clock.now()
+        pending = read.pending_scene_counts(active_at=utc_text(now))
         out = []
         for b in read.beings():
             window = (

@@ -12,10 +12,11 @@ from engram.domain.embedding import Embedding
 from engram.domain.errors import DomainError, InvalidScene
 from engram.domain.ids import node_id_for_note
 from engram.domain.node import MemoryNode
-from engram.domain.note import Note
+from engram.domain.note import Note, Sensitivity
 from engram.domain.patrol_run import PatrolStep
 from engram.domain.scene import ParseFailure, SceneInput, validate_scene_object
 from engram.projections.engine import fewer_gc_passes
+from engram.projections.notes import utc_text
 from engram.projections.sql import chunks
 from engram.projections.vectors import VectorQueries
 from engram.services.patrol.context import EPS, SAVE_BATCH, Skip, StepContext, log
@@ -46,7 +47,9 @@ def _repair_failed_notes(ctx: StepContext) -> None:
     failed = [
         n
         for n in ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="failed")
-        if not n["repair_attempts"] and run.decision("repair_scene", n["id"]) is None
+        if not n["repair_attempts"]
+        and run.decision("repair_scene", n["id"]) is None
+        and n["sensitivity"] != Sensitivity.SENSITIVE  # its text is never sent to an LLM (ADR 0046)
     ]
     for done, row in enumerate(failed):
         note = ctx.store.get(Note, UUID(row["id"]))
@@ -103,7 +106,11 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
     """Spec ❶."""
     if ctx.llm is not None:
         _repair_failed_notes(ctx)
-    pending = ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="pending")
+    # A pending note superseded or expired meanwhile is no longer taken up (ADR 0049): it stays pending
+    # in its history, and no read lists it as waiting.
+    pending = ctx.read.notes(
+        ctx.being_id, kinds=["scene"], parse_status="pending", active_at=utc_text(ctx.clock.now())
+    )
     ctx.count("notes", len(pending))
     if not pending:
         return ctx.counts
@@ -145,7 +152,8 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
                 ctx.count("assigned_to_subcluster")
             else:
                 root = classify_root_fallback(scene.scene.action, scene.themes)
-                if ctx.llm is not None and not llm_down:
+                sensitive = note.sensitivity == Sensitivity.SENSITIVE  # never sent to an LLM (ADR 0046)
+                if ctx.llm is not None and not llm_down and not sensitive:
                     asked = ctx.ask(
                         "classify_root", classify_root_prompt(scene.scene.action), ClassifyRoot, "fast"
                     )
@@ -167,6 +175,8 @@ def notes_to_nodes(ctx: StepContext) -> dict[str, int] | Skip:
                 at,
                 source_note_id=note.id,
                 source_ref=note.source_ref,
+                expires_at=note.expires_at,
+                sensitive=note.sensitivity == Sensitivity.SENSITIVE,
             )
             node.embed(vector, at)
             note.mark_processed(node.id, at)
@@ -234,13 +244,14 @@ def birth_subclusters(ctx: StepContext) -> dict[str, int] | Skip:
                 continue
             rows = ctx.read.nodes(ctx.being_id, ids=[UUID(g) for g in group])
             name, decision = fallback_cluster_name(rows), None
-            if ctx.llm is not None:
-                asked = ctx.ask("name_cluster", name_cluster_prompt(rows), NameCluster, "fast")
+            shown = [r for r in rows if not r["sensitive"]]  # never sent to an LLM (ADR 0046)
+            if ctx.llm is not None and shown:
+                asked = ctx.ask("name_cluster", name_cluster_prompt(shown), NameCluster, "fast")
                 rejected: list[dict[str, Any]] = []
                 if isinstance(asked.plan, NameCluster):
                     # An overlong name is cut, as it always was; every other flaw falls back (ADR 0027).
                     proposed = asked.plan.name.strip()[:MAX_CLUSTER_NAME_CHARS]
-                    problem = name_problem(proposed, Inputs.of(rows))
+                    problem = name_problem(proposed, Inputs.of(shown))
                     if problem is None:
                         name = proposed
                     else:

@@ -12,7 +12,7 @@ from uuid import UUID
 
 from engram.domain.being import Being
 from engram.domain.errors import InvalidScene
-from engram.domain.note import Note
+from engram.domain.note import Note, Sensitivity
 from engram.domain.scene import ParseFailure, SceneInput
 from engram.services.patrol.grouping import classify_root_fallback
 from engram.services.patrol.mechanical import nearest_subcluster
@@ -23,12 +23,18 @@ from engram.services.views import Views
 
 
 def would_be_born(
-    store: AggregateStore, views: Views, embedder: Embedder, being: Being, *, llm_decides_roots: bool
+    store: AggregateStore,
+    views: Views,
+    embedder: Embedder,
+    being: Being,
+    *,
+    llm_decides_roots: bool,
+    active_at: str | None = None,
 ) -> list[dict[str, Any]]:
     """One entry per pending scene note that parses, in note order: the note, the node's action, the
     cluster it would join (id and name) and how it was chosen (`similarity` with its score, or
     `keywords` for a root, with `llm_decides` when a real patrol would ask the LLM instead)."""
-    pending = views.read.notes(being.id, kinds=["scene"], parse_status="pending")
+    pending = views.read.notes(being.id, kinds=["scene"], parse_status="pending", active_at=active_at)
     notes = store.get_many(Note, [UUID(r["id"]) for r in pending], being_id=being.id)
     scenes: list[tuple[Note, SceneInput]] = []
     for note in notes:
@@ -55,6 +61,7 @@ def would_be_born(
         else:
             root = classify_root_fallback(scene.scene.action, scene.themes)
             entry |= {"cluster_id": str(roots[root]), "cluster": root, "placed_by": "keywords"}
-            entry["llm_decides"] = llm_decides_roots
+            # A sensitive note's scene is never sent to an LLM: the keywords decide (ADR 0046).
+            entry["llm_decides"] = llm_decides_roots and note.sensitivity != Sensitivity.SENSITIVE
         born.append(entry)
     return born

@@ -19,6 +19,7 @@ import structlog
 from engram.domain.being import Being
 from engram.domain.ids import patrol_run_id
 from engram.domain.patrol_run import PatrolRun, PatrolStep, StepState
+from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being
 from engram.services.errors import Conflict
 from engram.services.patrol import mechanical, with_llm
@@ -288,7 +289,8 @@ class Patrol:
         llm = self._llm_or_none()
         cycle = being.cycle + 1
         report = PatrolReport(str(being.id), being.name, cycle, True, llm.describe() if llm else None)
-        pending = read.notes(being.id, kinds=["scene"], parse_status="pending")
+        active_at = utc_text(self.e.clock.now())
+        pending = read.notes(being.id, kinds=["scene"], parse_status="pending", active_at=active_at)
         failed = read.notes(being.id, kinds=["scene"], parse_status="failed")
         clusters = read.clusters(being.id)
         dying_now = read.dying_candidates(being.id, cycle)
@@ -296,7 +298,12 @@ class Patrol:
         dying = read.nodes(being.id, statuses=["dying"])
         consolidation = {n["cluster_id"] for n in fresh + dying + dying_now}
         born = would_be_born(
-            self.e.store, self.e.views, self.e.embedder, being, llm_decides_roots=llm is not None
+            self.e.store,
+            self.e.views,
+            self.e.embedder,
+            being,
+            llm_decides_roots=llm is not None,
+            active_at=active_at,
         )
         repairable = sum(1 for n in failed if not n["repair_attempts"])
         plan: list[tuple[PatrolStep, dict[str, int], bool]] = [

@@ -13,6 +13,7 @@ from uuid import UUID
 from engram.domain.cluster import Cluster
 from engram.domain.errors import DomainError
 from engram.domain.node import MemoryNode
+from engram.domain.note import Sensitivity
 from engram.domain.patrol_run import PatrolStep
 from engram.services.patrol.asking import Asked
 from engram.services.patrol.context import Skip, StepContext
@@ -96,7 +97,7 @@ def _current(
     rows = {
         r["id"]: r
         for r in ctx.read.nodes(ctx.being_id, ids=[UUID(i) for i in ids])
-        if r["cluster_id"] == cluster_id and r["status"] in statuses
+        if r["cluster_id"] == cluster_id and r["status"] in statuses and not r["sensitive"]
     }
     return [rows[i] for i in ids if i in rows]
 
@@ -116,6 +117,7 @@ def consolidate(ctx: StepContext) -> dict[str, int] | Skip:
         members = ctx.read.nodes(
             ctx.being_id, statuses=["active", "dying"], cluster_id=UUID(cluster_id), order="recent"
         )
+        members = [n for n in members if not n["sensitive"]]  # never shown to an LLM (ADR 0046)
         # The fresh and dying nodes are the point of the question: they lead, the rest is context.
         members = [n for n in members if _focus(n)] + [n for n in members if not _focus(n)]
         parts = _parts(ctx, members, wanted=_holding({n["id"] for n in members if _focus(n)}))
@@ -208,6 +210,7 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
         members = ctx.read.nodes(
             ctx.being_id, statuses=["active"], cluster_id=UUID(cluster["id"]), order="recent"
         )
+        members = [n for n in members if not n["sensitive"]]  # never shown to an LLM (ADR 0046)
         parts = _parts(ctx, members)
         asked_any = False
         subjects = _subjects(ctx, "split_cluster", cluster["id"], parts)
@@ -278,11 +281,17 @@ def scene_notes_taken_up(ctx: StepContext) -> list[dict[str, Any]]:
     would otherwise bring a diary, and an LLM call, to every patrol while it lies there.
     """
     run = ctx.run()
-    nodes = ctx.read.nodes(ctx.being_id, created_since=run.created_on.isoformat())
+    # Sensitive memories and notes are never sent to an LLM (ADR 0046): the diary is written without them.
+    nodes = [
+        n
+        for n in ctx.read.nodes(ctx.being_id, created_since=run.created_on.isoformat())
+        if not n["sensitive"]
+    ]
     failed = [
         {"action": n["text"][:MAX_NOTE_CHARS_IN_DIARY_PROMPT], "feeling": ""}
         for n in ctx.read.notes(ctx.being_id, kinds=["scene"], parse_status="failed")
-        if not n["repair_attempts"] or run.decision("repair_scene", n["id"]) is not None
+        if (not n["repair_attempts"] or run.decision("repair_scene", n["id"]) is not None)
+        and n["sensitivity"] != Sensitivity.SENSITIVE
     ]
     return [*nodes, *failed]
 

@@ -417,6 +417,12 @@ def test_recall_search_query_and_context(world: World) -> None:
     assert context["text"] == "\n\n".join(
         (context["system_text"], context["messages"][0]["content"], context["recent_text"])
     )
+    # The context pack (ADR 0049): the newest notes, or those that match a query, never scenes.
+    pack = _ok(c.get("/v1/beings/Aria/pack", params={"limit": 1}))
+    assert pack["text"] == "## Memory Context\n\n[map] Greenhouse: behind the house"
+    ranked_pack = _ok(c.get("/v1/beings/Aria/pack", params={"query": "calendar appointments"}))
+    assert ranked_pack["notes"][0]["text"] == "calendar: books appointments"
+    _problem(c.get("/v1/beings/Aria/pack", params={"limit": 0}), 422, "invalid_input")
 
 
 def test_nodes_clusters_pins_and_patrol_runs(world: World) -> None:

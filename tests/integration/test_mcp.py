@@ -47,6 +47,7 @@ TOOLS = {
     "context",
     "supersede_note",
     "merge_notes",
+    "pack",
 }
 
 
@@ -173,6 +174,9 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "note_invalid": ("note_scene", {"scene": {"action": "Ate pizza", "importance": 3}}),
             "note_prose": ("note_scene", {"scene": "felt great after the run"}),
             "context": ("context", {}),
+            "pack": ("pack", {"limit": 1}),
+            "pack_query": ("pack", {"query": "calendar appointments"}),
+            "pack_limit0": ("pack", {"limit": 0}),
             "cluster_unknown": ("recall_memory", {"cluster_id": "00000000-0000-0000-0000-000000000001"}),
             "cluster_other_being": ("recall_memory", {"cluster_id": bo_cluster}),
             "cluster_bad": ("recall_memory", {"cluster_id": "not-a-uuid"}),
@@ -196,6 +200,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
     ok = {k: v for k, v in r.items() if not v.is_error}
     errors = {k: _text(v) for k, v in r.items() if v.is_error}
     assert set(errors) == {
+        "pack_limit0",
         "recall_empty",
         "query_blank",
         "query_k0",
@@ -254,6 +259,10 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
     assert context["system_prompt"]["map"] == ["Greenhouse: behind the house"]
     assert [m["role"] for m in context["messages"]] == ["user", "assistant"]
     assert context["messages"][0]["content"].startswith("# What is on your plate")
+    # pack: the notes as one text, newest first, or ranked by a query (ADR 0049)
+    assert _text(ok["pack"]) == "## Memory Context\n\n[map] Greenhouse: behind the house"
+    assert ok["pack_query"].structured_content["notes"][0]["text"] == "calendar: books appointments"
+    assert "pack_limit0" in errors
     # errors carry their reason
     assert "not_found" in errors["cluster_unknown"] and "not found" in errors["cluster_other_being"]
     assert "uuid" in errors["cluster_bad"].lower()

@@ -450,6 +450,8 @@ def test_context_blocks(engram: Engram) -> None:
     assert view.being == "Aria"
     assert view.system_prompt == {
         "soul": "Curious, warm, dry humour.",
+        "soul_notes": [],
+        "summaries": [],
         "think_md": "- Mina loves lemons",
         "rules": ["Answer in English"],
         "preferences": ["Likes short answers"],
@@ -461,8 +463,8 @@ def test_context_blocks(engram: Engram) -> None:
     # preferences and relationships (spec, "Context Structure").
     headings = [line for line in view.system_text.splitlines() if line.startswith("## ")]
     assert headings == [
-        "## Notes from your last reflection",
         "## Rules you follow",
+        "## Notes from your last reflection",
         "## Your preferences",
         "## Your relationships",
         "## Tools you can use",
