@@ -222,6 +222,17 @@ class NoteSearch:
             f"AND ({prefix}expires_at IS NULL OR {prefix}expires_at > ?)"
         )
 
+    def beings_unembedded(self, now: str) -> list[str]:
+        """The beings that have live notes no `Note.Embedded` gave a vector yet (the partial index
+        `unembedded` holds only those notes)."""
+        with self.read.reading("note_search") as (conn, tables):
+            rows = conn.query(
+                f"SELECT DISTINCT being_id FROM {tables['note_docs']} WHERE model IS NULL AND {self._live()} "
+                "ORDER BY being_id",
+                [False, False, True, now],
+            )
+        return [str(r["being_id"]) for r in rows]
+
     def unembedded(self, being_id: UUID, now: str, limit: int) -> list[str]:
         """Live notes of the being that no `Note.Embedded` gave a vector yet, newest first."""
         with self.read.reading("note_search") as (conn, tables):

@@ -185,6 +185,12 @@ class Settings(EnvSettings):
     note_sweep_interval_s: float = Field(
         60.0, gt=0, description="How often the worker records the expiry of notes past their expires_at."
     )
+    note_embed_interval_s: float = Field(
+        30.0,
+        ge=0,
+        description="How often the worker embeds new notes for `pack --query` (0: never; the pack's "
+        "first query then embeds them).",
+    )
     note_maintenance_interval_s: float = Field(
         3600.0,
         gt=0,

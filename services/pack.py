@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -112,6 +112,18 @@ class Packing:
             done += embedded
             if embedded == 0:
                 return done
+
+    def embed_pending(self, *, stopping: Callable[[], bool] = lambda: False) -> int:
+        """`embed_notes` for every being with live notes that lack a vector: what the worker does
+        every `ENGRAM_NOTE_EMBED_INTERVAL_S`, so that a `pack --query` finds the notes embedded
+        already instead of embedding them itself. How many notes it embedded."""
+        self.e.views.ensure(names=SEARCH_VIEWS)
+        done = 0
+        for being in self.e.views.note_search.beings_unembedded(utc_text(self.e.clock.now())):
+            if stopping():
+                break
+            done += self.embed_notes(UUID(being))
+        return done
 
     def _embed(self, being_id: UUID, ids: list[str]) -> int:
         notes = self.e.store.get_many(Note, [UUID(i) for i in ids], being_id=being_id)

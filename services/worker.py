@@ -142,13 +142,16 @@ class Worker:
         fulltext: FullTextMaintenance | None = None,
         note_sweep: Callable[..., object] | None = None,
         note_maintenance: Callable[..., object] | None = None,
+        note_embedding: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
         `FullTextMaintenance` when it runs the memory view on SQLite; `note_sweep` (`Engram.note_expiry.
         sweep`) and `note_maintenance` (`Engram.note_maintenance.run`): run every
         `ENGRAM_NOTE_SWEEP_INTERVAL_S` and `ENGRAM_NOTE_MAINTENANCE_INTERVAL_S` while this worker runs
-        the notes view (ADR 0048); each takes `stopping=`."""
+        the notes view (ADR 0048); `note_embedding` (`Engram.packing.embed_pending`): every
+        `ENGRAM_NOTE_EMBED_INTERVAL_S` (0: never) while this worker runs the notes' search view
+        (ADR 0049); each takes `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -167,6 +170,7 @@ class Worker:
         self.fulltext = fulltext
         self.note_sweep = note_sweep
         self.note_maintenance = note_maintenance
+        self.note_embedding = note_embedding
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -209,13 +213,14 @@ class Worker:
                 )
             )
         settings = self.views.settings
-        for task, note_run, every in (
-            ("note-expiry-sweep", self.note_sweep, settings.note_sweep_interval_s),
-            ("note-maintenance", self.note_maintenance, settings.note_maintenance_interval_s),
+        for task, note_run, view, every in (
+            ("note-expiry-sweep", self.note_sweep, "notes", settings.note_sweep_interval_s),
+            ("note-maintenance", self.note_maintenance, "notes", settings.note_maintenance_interval_s),
+            ("note-embedding", self.note_embedding, "note_search", settings.note_embed_interval_s),
         ):
-            if note_run is not None and "notes" in self.names:
-                # Reads the notes view: only the worker that keeps it current runs them.
-                tasks.append((task, "notes", _stoppable(note_run, self.stop_event), every))
+            if note_run is not None and view in self.names and every > 0:
+                # Reads that view: only the worker that keeps it current runs them.
+                tasks.append((task, view, _stoppable(note_run, self.stop_event), every))
         for name, projection, run, interval in tasks:
             t = threading.Thread(
                 target=self._maintain, args=(name, projection, run, interval), name=name, daemon=True

@@ -285,6 +285,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             on_idle=auto.tick if auto else None,
             note_sweep=engram.note_expiry.sweep,
             note_maintenance=engram.note_maintenance.run,
+            note_embedding=engram.packing.embed_pending,
         )
 
         def stop(*_: Any) -> None:

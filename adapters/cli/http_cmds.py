@@ -46,6 +46,7 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         on_idle=auto.tick if auto else None,
         note_sweep=engram.note_expiry.sweep,
         note_maintenance=engram.note_maintenance.run,
+        note_embedding=engram.packing.embed_pending,
     )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()

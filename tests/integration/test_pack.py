@@ -134,3 +134,42 @@ def test_bad_pack_requests_are_refused(engram: Engram, limit: int, query: str | 
     engram.beings.register("Aria")
     with pytest.raises(InvalidInput):
         engram.packing.pack("Aria", query=query, limit=limit)
+
+
+def test_the_worker_embeds_new_notes_so_that_a_query_embeds_only_its_text(
+    make_settings: Callable[..., Settings],
+) -> None:
+    from engram.projections.notes import utc_text
+    from engram.services.worker import Worker
+    from tests.integration.http_support import wait_until
+
+    embedder = CountingEmbedder()
+    e = bootstrap(
+        make_settings(note_embed_interval_s=0.05), clock=SteppingClock(), ids=SeededIds(), embedder=embedder
+    )
+    try:
+        e.beings.register("Aria")
+        e.beings.register("Bo")
+        ids = [_take(e, "log", f"garage door code {i}") for i in range(3)]
+        e.notes.take("Bo", NoteInput(kind="knowledge", text="Bo's bike is blue"))
+        secret = _take(e, "knowledge", "the safe code", sensitivity="sensitive")
+        worker = Worker(
+            e.views,
+            names=["notes", "note_search"],
+            poll_interval=0.05,
+            note_embedding=e.packing.embed_pending,
+        )
+        worker.start()
+        try:
+            assert wait_until(lambda: embedder.texts >= 4, timeout=30)
+            now = utc_text(e.clock.now())
+            assert wait_until(lambda: e.views.note_search.beings_unembedded(now) == [], timeout=30)
+        finally:
+            worker.stop()
+        assert all(e.store.get(Note, UUID(i)).embedding is not None for i in ids)
+        assert e.store.get(Note, UUID(secret)).embedding is None, "a sensitive note is never embedded"
+        before = embedder.texts
+        assert e.packing.pack("Aria", query="garage code").notes
+        assert embedder.texts == before + 1, "the query embeds its own text, not the notes"
+    finally:
+        e.close()
