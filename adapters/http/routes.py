@@ -12,7 +12,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Header, Query, Response
 
-from engram.adapters.http.deps import Admin, Being, Caller, EngramDep, Tokens, parse_as_of
+from engram.adapters.http.deps import Admin, Being, BeingAccess, Caller, EngramDep, Tokens, parse_as_of
 from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT, SENSITIVE, ApiError
 from engram.adapters.http.schemas import (
     BeingCreate,
@@ -44,6 +44,7 @@ from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
 from engram.projections.notes import utc_text
+from engram.services.bootstrap import Engram
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
 from engram.services.note_lifecycle import NoteChain, NotesMerged, NoteSuperseded
 from engram.services.note_list import DEFAULT_NOTE_LIST, MAX_NOTE_LIST, NoteListed
@@ -58,7 +59,7 @@ from engram.services.reading import (
     Recalled,
     Searched,
 )
-from engram.services.tokens import IssuedToken, TokenInfo
+from engram.services.tokens import IssuedToken, Principal, TokenInfo
 
 MAX_LIST = 1000
 MAX_LLM_KEY_CHARS = 1000
@@ -528,11 +529,25 @@ def list_patrol_runs(
 
 @v1.get("/beings/{being}/{kind}/{item_id}", name="get_item", response_model=dict[str, Any], tags=["audit"])
 def get_item(
-    kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep, as_of: AsOf = None
+    kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep, caller: Caller, as_of: AsOf = None
 ) -> dict[str, Any]:
-    """A note, node, cluster or patrol run, replayed from the log: now, or as of a version or an instant."""
+    """A note, node, cluster or patrol run, replayed from the log: now, or as of a version or an instant.
+    A sensitive note or node needs an admin token (ADR 0046)."""
+    _sensitive_needs_admin(kind, item_id, being, engram, caller)
     version_, instant = parse_as_of(as_of)
     return engram.audit.state(kind.audit_kind, str(item_id), version=version_, as_of=instant, being=being.ref)
+
+
+def _sensitive_needs_admin(
+    kind: ItemKind, item_id: UUID, being: BeingAccess, engram: Engram, caller: Principal
+) -> None:
+    """A sensitive note or node (its text, its scene, its events) is shown to admin tokens only; its
+    current state says (a node only becomes sensitive, by absorbing one)."""
+    if caller.is_admin or kind.audit_kind not in ("note", "node"):
+        return
+    now = engram.audit.state(kind.audit_kind, str(item_id), being=being.ref)
+    if now.get("sensitivity") == "sensitive" or now.get("sensitive") is True:
+        raise ApiError(403, "forbidden", f"this {kind.audit_kind} is sensitive: it needs an admin token")
 
 
 @v1.get(
@@ -541,8 +556,12 @@ def get_item(
     response_model=list[HistoryEvent],
     tags=["audit"],
 )
-def item_history(kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep) -> list[dict[str, Any]]:
-    """Every event of a note, node, cluster or patrol run, oldest first."""
+def item_history(
+    kind: ItemKind, item_id: UUID, being: Being, engram: EngramDep, caller: Caller
+) -> list[dict[str, Any]]:
+    """Every event of a note, node, cluster or patrol run, oldest first. A sensitive note or node needs
+    an admin token."""
+    _sensitive_needs_admin(kind, item_id, being, engram, caller)
     return engram.audit.history(kind.audit_kind, str(item_id), being=being.ref)
 
 

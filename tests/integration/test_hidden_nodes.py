@@ -172,3 +172,21 @@ def test_patrol_never_sends_sensitive_text_to_an_llm(engram: Engram) -> None:
         assert "treasure" not in call.prompt, call.task
     # The sensitive note's node was classified without the LLM.
     assert sum("tomato" in c.prompt for c in llm.calls_for("classify_root")) == len(GARDEN) + 1
+
+
+def test_a_sensitive_node_over_the_audit_routes_needs_an_admin_token(engram: Engram) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.adapters.http import HttpSettings, create_app
+    from engram.services.tokens import TokenService
+
+    _, ids = _prepare(engram)
+    tokens = TokenService(engram)
+    admin = {"Authorization": f"Bearer {tokens.issue(admin=True).token}"}
+    aria = {"Authorization": f"Bearer {tokens.issue(being='Aria').token}"}
+    with TestClient(create_app(engram, settings=HttpSettings()), raise_server_exceptions=False) as client:
+        for path in (f"/v1/beings/Aria/nodes/{ids[SECRET]}", f"/v1/beings/Aria/nodes/{ids[SECRET]}/history"):
+            refused = client.get(path, headers=aria)
+            assert refused.status_code == 403 and "treasure" not in refused.text, path
+            assert "treasure" in client.get(path, headers=admin).text, path
+        assert client.get(f"/v1/beings/Aria/nodes/{ids[GARDEN[0]]}", headers=aria).status_code == 200

@@ -125,3 +125,25 @@ def test_a_replayed_key_compares_the_lifecycle(api: Api, engram: Engram) -> None
             conflict.text
         )
     assert engram.store.head() == head
+
+
+def test_a_sensitive_note_and_its_history_need_an_admin_token(api: Api) -> None:
+    """The audit routes replay a note's text: a being's token reads a sensitive one nowhere."""
+    client, admin, aria = api
+    secret = client.post(
+        "/v1/beings/Aria/notes",
+        json={"kind": "knowledge", "text": "Door code 4711", "sensitivity": "sensitive"},
+        headers=aria,
+    ).json()["note_id"]
+    plain = client.post(
+        "/v1/beings/Aria/notes", json={"kind": "knowledge", "text": "Beds face south"}, headers=aria
+    )
+    plain_id = plain.json()["note_id"]
+    for path in (f"/v1/beings/Aria/notes/{secret}", f"/v1/beings/Aria/notes/{secret}/history"):
+        refused = client.get(path, headers=aria)
+        assert refused.status_code == 403 and refused.json()["code"] == "forbidden", path
+        assert "4711" not in refused.text
+        shown = client.get(path, headers=admin)
+        assert shown.status_code == 200 and "4711" in shown.text, path
+    assert client.get(f"/v1/beings/Aria/notes/{plain_id}", headers=aria).json()["text"] == "Beds face south"
+    assert client.get(f"/v1/beings/Aria/notes/{plain_id}/history", headers=aria).status_code == 200
