@@ -109,3 +109,53 @@ def test_the_python_api_takes_lifecycle_notes(tmp_path: Path) -> None:
         expires = datetime.fromisoformat(taken.expires_at)
         assert timedelta(days=6.9) < expires - datetime.now(UTC) <= timedelta(days=7)
         assert [n.text for n in memory.listing.notes("Aria", kinds=["log"])] == ["Deployed"]
+
+
+def test_a_note_recorded_before_the_lifecycle_replays_as_it_was(engram: Engram) -> None:
+    """A `Note.Noted` version 1 record, as the code before ADR 0046 wrote it, upcasts to a stable,
+    normal note of scope `user` that never expires and happened when it was taken; the notes view
+    (rebuilt too) lists it as active."""
+    from uuid import UUID
+
+    from eventsourcing.persistence import StoredEvent
+
+    from engram.domain.note import Note
+
+    engram.beings.register("Aria")
+    taken = engram.notes.take("Aria", NoteInput(kind="todo", text="Renew the passport"))
+    note = engram.store.get(Note, UUID(taken.note_id))
+    mapper = engram.store.app.mapper
+    rewritten = Note.take(note.id, note.being_id, "todo", "Water the beds", note.at)
+    [noted] = rewritten.collect_events()
+    stored = mapper.to_stored_event(noted)
+    state = mapper.transcoder.decode(stored.state)
+    assert state.pop("class_version") == 2
+    for field in (
+        "stability", "ttl_days", "expires_at", "sensitivity", "confidence", "evidence", "tags", "scope",
+        "subject", "job_id", "at",
+    ):  # fmt: skip
+        del state[field]
+    other = mapper.transcoder.decode(stored.state)["timestamp"]
+    v1_id = UUID(int=note.id.int ^ 1)
+    state["originator_id"] = v1_id
+    v1 = StoredEvent(
+        originator_id=v1_id, originator_version=1, topic=stored.topic, state=mapper.transcoder.encode(state)
+    )
+    assert b"stability" not in v1.state and b"class_version" not in v1.state
+    engram.store.app.recorder.insert_events([v1])
+
+    old = engram.store.get(Note, v1_id)
+    assert (old.kind, old.text, old.stability, old.sensitivity, old.scope) == (
+        "todo",
+        "Water the beds",
+        "stable",
+        "normal",
+        "user",
+    )
+    assert (old.ttl_days, old.expires_at, old.tags, old.evidence, old.confidence) == (None, None, [], [], 1.0)
+    assert old.at == other and old.is_active(other + timedelta(days=36_500))
+    for rebuild in (False, True):
+        if rebuild:
+            engram.views.rebuild("notes")
+        listed = {n.id: n for n in engram.listing.notes("Aria")}
+        assert listed[str(v1_id)].state == "active" and listed[str(v1_id)].stability == "stable"
