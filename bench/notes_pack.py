@@ -13,13 +13,15 @@ batches of 500 and projected. Then, timed one call at a time through the public 
 - at the query sizes, `pack --query`: first the call that embeds every note (`Note.Embedded`, once),
   then `Packing.pack(being, query=…)` p50/p95.
 
-Figures are printed (and saved as JSON with `--json-out`); nothing is asserted.
+Figures are printed (`--json`: the JSON result alone on stdout, as `engram bench all` keeps it;
+`--json-out FILE`: also saved); nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from datetime import timedelta
@@ -131,10 +133,12 @@ def main() -> None:
     parser.add_argument("--query-sizes", type=int, nargs="*", default=[1_000, 10_000])
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--database-url", default=None, help="Measure on PostgreSQL instead of SQLite.")
+    parser.add_argument("--json", action="store_true", help="print the JSON result alone on stdout")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
     configure_logging("warning")
-    result: dict[str, Any] = {"benchmark": "notes", "machine": machine_info(), "runs": []}
+    backend = "postgres" if args.database_url else "sqlite"
+    result: dict[str, Any] = {"benchmark": "notes", "backend": backend, "machine": machine_info(), "runs": []}
     for n in args.sizes:
         with tempfile.TemporaryDirectory(prefix="engram-notes-bench-") as tmp:
             settings = Settings(
@@ -156,10 +160,14 @@ def main() -> None:
                 f"{run['pack_query']['p95_ms']:.2f} ms (first, embedding every note: "
                 f"{run['first_query_embeds_s']:.1f} s)"
             )
-        print(line + f"  [intake {run['populate_s']} s]", flush=True)
+        print(
+            line + f"  [intake {run['populate_s']} s]",
+            file=sys.stderr if args.json else sys.stdout,
+            flush=True,
+        )
     finish(result, args.json_out)
-    if args.json_out is None:
-        print(json.dumps(result["runs"], indent=2))
+    if args.json:
+        print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ PATROL_RATIO_GOAL, PATROL_SECONDS_GOAL = 2.0, 1.0  # t(100k)/t(10k) and seconds 
 RECALL_P95_GOAL_MS = 5.0  # recall and query p95 at 100k, without the query embedding (#5)
 LOCOMO_GOALS = {"5": 0.65, "10": 0.75}  # default profile, categories 1–4 (#6)
 NOTES_SWEEP_RATIO_GOAL = 2.0  # the expiry sweep, t(1M)/t(100k) per note expired (#9, ADR 0048)
+NOTES_P95_GOAL_MS = 5.0  # the context pack and the notes list at 100k notes, without a query (#9)
+NOTES_GOAL_SIZE = 100_000
 
 
 def load_results(directory: Path) -> dict[str, Result]:
@@ -669,6 +671,50 @@ def notes_sweep(results: dict[str, Result]) -> str | None:
     )
 
 
+def notes(results: dict[str, Result]) -> str | None:
+    found = [results[k] for k in ("notes-sqlite", "notes-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+
+    def cell(run: dict[str, Any], key: str) -> str:
+        m = run.get(key)
+        return f"{_ms(m['p50_ms'])} / {_ms(m['p95_ms'])}" if m else "—"
+
+    rows = [
+        (
+            names.get(r.get("backend", "sqlite"), "?"),
+            _n(run["notes"]),
+            cell(run, "pack"),
+            cell(run, "list"),
+            cell(run, "list_tag"),
+            cell(run, "pack_query"),
+            f"{run['first_query_embeds_s']:.1f}" if "first_query_embeds_s" in run else "—",
+        )
+        for r in found
+        for run in r["runs"]
+    ]
+    return _section(
+        "Context pack and notes list",
+        "engram bench notes [--database-url postgresql://…]",
+        found[0],
+        [
+            "One being's notes (log, summary, rule, knowledge, todo; 5 % sensitive, 5 % expired on "
+            "arrival, a tenth tagged `jobs`), the hashing embedder. `pack`: the 20 most recent live "
+            "notes (`engram pack`); `list`: `engram notes list` (the 50 newest active notes); "
+            "`list --tag`: the same filtered by a tag; `pack --query`: ranked by words and vectors, once "
+            "every note is embedded (the first query, which embeds them when no worker did, is timed "
+            "apart). p50 / p95 in ms, one call at a time through the Python API.",
+            table(
+                ["backend", "notes", "pack", "list", "list --tag", "pack --query", "first query (s)"],
+                rows,
+            ),
+            f"Goal: pack and list p95 ≤ {NOTES_P95_GOAL_MS:g} ms at {_n(NOTES_GOAL_SIZE)} notes without a "
+            "query (see *Goals*).",
+        ],
+    )
+
+
 def goals(results: dict[str, Result]) -> str | None:
     """One line per goal the issues set, with this run's figure and whether it was met."""
     rows: list[tuple[str, str, str]] = []
@@ -742,6 +788,18 @@ def goals(results: dict[str, Result]) -> str | None:
                     f"{NOTES_SWEEP_RATIO_GOAL:g}, {label} (ADR 0048)",
                     f"ratio {ratio['per_note']}",
                     _met(ratio["per_note"] <= NOTES_SWEEP_RATIO_GOAL),
+                )
+            )
+    for key, label in (("notes-sqlite", "SQLite"), ("notes-postgresql", "PostgreSQL")):
+        big = [r for r in results.get(key, {}).get("runs", []) if r["notes"] >= NOTES_GOAL_SIZE]
+        if big:
+            p95 = max(big[0]["pack"]["p95_ms"], big[0]["list"]["p95_ms"])
+            rows.append(
+                (
+                    f"context pack and notes list at {_n(big[0]['notes'])} notes: p95 ≤ "
+                    f"{NOTES_P95_GOAL_MS:g} ms, {label}",
+                    f"{_ms(p95)} ms (the larger)",
+                    _met(p95 <= NOTES_P95_GOAL_MS),
                 )
             )
     if not rows:
@@ -822,6 +880,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
     ("notes-sweep", notes_sweep),
+    ("notes", notes),
 )
 
 

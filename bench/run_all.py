@@ -80,6 +80,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("memory", passthrough("memory", "compare", *memory)))
     notes_sweep = ("--sizes", "300,3000", "--beings", "3") if quick else ()
     runs += per_backend("notes-sweep", passthrough("notes-sweep", *notes_sweep))
+    notes = ("--sizes", "200", "--query-sizes", "200", "--calls", "5") if quick else ()
+    runs += per_backend("notes", passthrough("notes", *notes))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs

@@ -54,9 +54,16 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "cli",
         "memory",
         "notes-sweep-sqlite",
+        "notes-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
-        expected |= {"ingest-postgresql", "rebuild-postgresql", "lag-postgresql", "notes-sweep-postgresql"}
+        expected |= {
+            "ingest-postgresql",
+            "rebuild-postgresql",
+            "lag-postgresql",
+            "notes-sweep-postgresql",
+            "notes-postgresql",
+        }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
 
@@ -101,6 +108,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## HTTP overhead",
         "## One-shot reads through the CLI",
         "## Memory and disk",
+        "## Context pack and notes list",
         "## What the figures mean for a deployment",
     ):
         assert heading in page
