@@ -56,6 +56,18 @@ def _no_plan(ctx: StepContext, step: PatrolStep, task: str, subject: str, asked:
     return None
 
 
+def _counted(ctx: StepContext, asked: Asked, *, first: bool, in_parts: bool) -> Skip | None:
+    """After ❹ or ❻ asked about a cluster or one of its parts: a transient error ends the step (the next
+    patrol asks again); else the cluster is counted once, at its first call, and each part asked."""
+    if asked.transient:
+        return Skip(f"{asked.error} (after {ctx.counts.get('clusters', 0)} clusters)")
+    if first:
+        ctx.count("clusters")
+    if in_parts:
+        ctx.count("parts")
+    return None
+
+
 def _focus(row: dict[str, Any]) -> bool:
     """A node ❹ is about: fresh or dying. The others are shown as context, as merge partners."""
     return bool(row["fresh"]) or row["status"] == "dying"
@@ -139,13 +151,10 @@ def consolidate(ctx: StepContext) -> dict[str, int] | Skip:
                 ConsolidateCluster,
                 "reasoning",
             )
-            if asked.transient:
-                return Skip(f"{asked.error} (after {ctx.counts.get('clusters', 0)} clusters)")
-            if not asked_any:
-                ctx.count("clusters")
-                asked_any = True
-            if label is not None:
-                ctx.count("parts")
+            stop = _counted(ctx, asked, first=not asked_any, in_parts=label is not None)
+            if stop is not None:
+                return stop
+            asked_any = True
             outcome = _apply_consolidation(ctx, subject, asked, shown, own)
             if outcome is not None:
                 return outcome
@@ -225,13 +234,10 @@ def split(ctx: StepContext) -> dict[str, int] | Skip:
             asked = ctx.ask(
                 "split_cluster", split_prompt(cluster["name"], shown, label), SplitCluster, "reasoning"
             )
-            if asked.transient:
-                return Skip(f"{asked.error} (after {ctx.counts.get('clusters', 0)} clusters)")
-            if not asked_any:
-                ctx.count("clusters")
-                asked_any = True
-            if label is not None:
-                ctx.count("parts")
+            stop = _counted(ctx, asked, first=not asked_any, in_parts=label is not None)
+            if stop is not None:
+                return stop
+            asked_any = True
             outcome = _apply_split(
                 ctx, cluster["id"], subject, asked, shown, now["active_count"] - len(shown)
             )
