@@ -20,6 +20,7 @@ Figures are printed (`--json`: the JSON result alone on stdout, as `engram bench
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from typing import Any
 
 from bench.machine import finish, machine_info
 from bench.metrics import percentile
+from bench.scratch import scratch_schema
 from engram.adapters.logging import configure_logging
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
@@ -140,12 +142,16 @@ def main() -> None:
     backend = "postgres" if args.database_url else "sqlite"
     result: dict[str, Any] = {"benchmark": "notes", "backend": backend, "machine": machine_info(), "runs": []}
     for n in args.sizes:
-        with tempfile.TemporaryDirectory(prefix="engram-notes-bench-") as tmp:
+        with contextlib.ExitStack() as stack:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="engram-notes-bench-"))
+            # PostgreSQL: a schema of its own per size, dropped afterwards (runs never see each other).
+            url = (
+                stack.enter_context(scratch_schema(args.database_url, "bench_pack_"))
+                if args.database_url
+                else None
+            )
             settings = Settings(
-                data_dir=Path(tmp),
-                embedder="hashing",
-                llm="none",
-                **({"database_url": args.database_url} if args.database_url else {}),
+                data_dir=Path(tmp), embedder="hashing", llm="none", **({"database_url": url} if url else {})
             )
             run = measure(settings, n, args.calls, n in args.query_sizes)
         result["runs"].append(run)

@@ -443,35 +443,41 @@ def listed_notes_sql(
     `active_at` (a `utc_text` instant) leaves out the notes superseded or expired by then; `tags`
     match any of them.
 
-    The plan (`EXPLAIN QUERY PLAN` on SQLite, pinned by tests/integration/test_note_list.py): the
-    `recent` or `kind_recent` index walks the being's notes newest first, so the limit stops the
-    walk; a tag filter finds its note ids through `note_tags`' `tag` index once.
+    The plan (`EXPLAIN QUERY PLAN` on SQLite, pinned by tests/integration/test_note_list.py): without
+    tags, the `recent` or `kind_recent` index walks the being's notes newest first, so the limit stops
+    the walk. With tags, each tag walks its own rows of `note_tags`' `(being_id, tag, at)` index newest
+    first, joined to its notes and stopped by the limit, and the union of those few rows is ordered:
+    the cost follows the notes listed, whether the tag is on one note or on most (an `id IN (…)` of
+    the tag's note ids read every one of them: 184 ms for a tag on 90 % of 100k notes, against 0.1 ms).
     """
-    where: list[str] = ["being_id = ?"]
-    params: list[Any] = [str(being_id)]
+    where: list[str] = []
+    params: list[Any] = []
     if kinds:
-        where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
+        where.append(f"n.kind IN ({', '.join('?' for _ in kinds)})")
         params += list(kinds)
     if scope is not None:
-        where.append("scope = ?")
+        where.append("n.scope = ?")
         params.append(scope)
     if read is not None:
-        where.append("read = ?")
+        where.append("n.read = ?")
         params.append(read)
     if not include_sensitive:
-        where.append("sensitivity = ?")
+        where.append("n.sensitivity = ?")
         params.append(Sensitivity.NORMAL.value)
     if active_at is not None:
-        where.append("superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)")
+        where.append("n.superseded_by IS NULL AND (n.expires_at IS NULL OR n.expires_at > ?)")
         params.append(active_at)
-    if tags:
-        where.append(
-            f"id IN (SELECT note_id FROM {note_tags} "
-            f"WHERE being_id = ? AND tag IN ({', '.join('?' for _ in tags)}))"
+    columns = ", ".join(f"n.{c}" for c in NOTES.columns)
+    order = f"ORDER BY at DESC, id DESC LIMIT {int(limit)}"
+    if not tags:
+        conditions = " AND ".join(["n.being_id = ?", *where])
+        return f"SELECT {columns} FROM {notes} n WHERE {conditions} {order}", [str(being_id), *params]
+    conditions = " AND ".join(["t.being_id = ?", "t.tag = ?", *where])
+    parts, all_params = [], []
+    for i, tag in enumerate(tags):
+        parts.append(
+            f"SELECT * FROM (SELECT {columns} FROM {note_tags} t JOIN {notes} n ON n.id = t.note_id "
+            f"WHERE {conditions} ORDER BY t.at DESC, t.note_id DESC LIMIT {int(limit)}) AS tag{i}"
         )
-        params += [str(being_id), *tags]
-    sql = (
-        f"SELECT {NOTES.select_list} FROM {notes} WHERE {' AND '.join(where)} "
-        f"ORDER BY at DESC, id DESC LIMIT {int(limit)}"
-    )
-    return sql, params
+        all_params += [str(being_id), tag, *params]
+    return " UNION ".join(parts) + f" {order}", all_params

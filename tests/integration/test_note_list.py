@@ -75,6 +75,12 @@ def test_filters_kind_scope_and_tags_match_any(engram: Engram, aria: dict[str, s
         aria["todo"],
     ]
     assert _ids(listing.notes("Aria", tags=["x"])) == [aria["project"]]
+    # A note with two of the tags comes once; the tags' rows are merged newest first, then limited.
+    assert _ids(listing.notes("Aria", tags=["garden", "x"])) == [aria["rule"], aria["project"]]
+    assert _ids(listing.notes("Aria", tags=["errand", "x", "garden"], limit=2)) == [
+        aria["rule"],
+        aria["project"],
+    ]
     assert _ids(listing.notes("Aria", tags=[" x "], kinds=["rule"])) == []
     assert listing.notes("Aria", tags=["nothing"]) == []
     assert [n.text for n in listing.notes("Bo", tags=["errand"])] == ["Bo's errand"]  # one being's
