@@ -81,6 +81,13 @@ class ViewDatabase(Protocol):
         """
         ...
 
+    def analyze(self, tables: Sequence[str]) -> None:
+        """Refresh the query planner's statistics of these physical tables after a bulk fill (a
+        rebuild's, a large catch-up's): PostgreSQL plans from statistics that autovacuum refreshes a
+        minute or so later, and until then read a fresh table as nearly empty (a being's newest 20
+        notes of 100k: a heap scan and a sort, 50 ms, instead of an index walk, 0.04 ms)."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -116,5 +116,10 @@ class PostgresViewDatabase:
         """Nothing to change per connection: the pool hands out a connection per transaction."""
         yield
 
+    def analyze(self, tables: Sequence[str]) -> None:
+        with reported_as_storage_full(self.views.storage), self.views.pool.connection() as conn:
+            for table in tables:
+                conn.execute(f"ANALYZE {table}")
+
     def close(self) -> None:
         """The pool belongs to `PostgresViews`."""

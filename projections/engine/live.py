@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import ExitStack
 
+from engram.projections.engine import tracking
 from engram.projections.engine.batches import DEFAULT_BATCH, run_batch
 from engram.projections.engine.contract import Projection
 from engram.projections.engine.source import EventSource
@@ -57,6 +58,9 @@ def catch_up(
     total = 0
     with ExitStack() as stack:
         in_bulk = False
+        # A backlog caught up in bulk changed the tables' sizes a lot: their planner statistics
+        # follow, on the way out (the generation is read after the block, so it is the serving one).
+        stack.push(lambda failed, *_: _analyze_after_bulk(db, projection, in_bulk and failed is None))
         while True:
             count, position = run_batch(db, projection, source, memo, limit=limit, until=target, head=target)
             if count == 0 and position >= target:
@@ -72,3 +76,13 @@ def catch_up(
                 # often is: that connection starts with an empty cache.
                 stack.enter_context(db.bulk())
                 in_bulk = True
+
+
+def _analyze_after_bulk(db: ViewDatabase, projection: Projection, bulk: bool) -> bool:
+    """After a catch-up that went in bulk and ended well: `ViewDatabase.analyze` of the serving
+    generation's tables. Returns False: an exception leaving the block is never swallowed."""
+    if bulk:
+        with db.read() as conn:
+            generation, _ = tracking.active_tracking(conn, db, projection)
+        db.analyze([db.table(spec.name, generation) for spec in projection.tables])
+    return False

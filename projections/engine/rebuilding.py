@@ -290,9 +290,12 @@ class _Build:
             cache.forget()
 
     def index(self) -> None:
+        """The indexes deferred during the bulk load, then the planner's statistics of the filled
+        tables, before the generation serves."""
         if self.deferred:
             with self.db.write() as conn:
                 self.projection.create_indexes(self.db, conn, self.generation)
+        self.db.analyze([self.db.table(spec.name, self.generation) for spec in self.projection.tables])
 
     def finish(self, source: EventSource, limit: int, progress: Callable[[int, int], None] | None) -> int:
         """Apply the last events in batches of `limit`, switch in the transaction of the last one,
