@@ -241,8 +241,10 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             "memories surface; `query` to look something up; `search_memory` for exact keywords, "
             "dates or themes; `recall_memory` for every memory of a cluster; `note_scene` to remember "
             "what just happened; `note` for a to-do, reminder, knowledge, rule, preference, "
-            "relationship, tool or map entry; `context` for the persona, notes, diary and recent memories; "
-            "`pack` for my notes as one text block."
+            "relationship, tool or map entry, a log, a summary or my soul (with a time to live, tags, "
+            "sensitivity); `supersede_note` when a note replaces another; `merge_notes` to fold notes "
+            "into one summary; `context` for the persona, notes, diary and recent memories; `pack` for "
+            "my notes as one text block."
         ),
         log_level=session.engram.settings.log_level.upper(),  # type: ignore[arg-type]
     )
