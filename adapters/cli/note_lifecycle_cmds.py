@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from engram.adapters.cli.notes_cmds import notes_group
 from engram.adapters.cli.output import emit_json
 
 
@@ -23,23 +24,10 @@ def _count(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
 
 
-def _notes_group(cli: click.Group) -> click.Group:
-    """The `notes` group: another module (`engram notes list`) may have made it already."""
-    found = cli.commands.get("notes")
-    if isinstance(found, click.Group):
-        return found
-
-    @cli.group("notes")
-    def notes() -> None:
-        """List and manage a being's notes: supersede, merge, history, expiry."""
-
-    return notes
-
-
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     """Adds the `notes` group to `cli`; `command` adds --json and error handling."""
 
-    notes = _notes_group(cli)
+    notes = notes_group(cli)
 
     @notes.command("supersede")
     @click.argument("being_ref", metavar="BEING")

@@ -15,14 +15,15 @@ TEXT_WIDTH = 120  # a note's text on one line, cut beyond this
 
 
 def notes_group(cli: click.Group) -> click.Group:
-    """The `notes` group, made by the first module that registers a command in it."""
+    """The `notes` group, made by the first module that registers a command in it (this one's `list`,
+    `note_lifecycle_cmds`' supersede, history, merge, sweep and maintain)."""
     found = cli.commands.get("notes")
     if isinstance(found, click.Group):
         return found
 
     @cli.group("notes")
     def notes() -> None:
-        """List and manage a being's notes."""
+        """List and manage a being's notes: list, supersede, history, merge, expiry."""
 
     return notes
 
