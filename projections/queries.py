@@ -31,8 +31,15 @@ from engram.projections.vectors import VECTOR_NODES
 
 Row = dict[str, Any]
 
-_ACTIVE_NOTE = "superseded_by IS NULL AND (expires_at IS NULL OR expires_at > ?)"
-"""A note neither superseded nor past its expiry at the parameter's instant (`utc_text`, ADR 0046)."""
+
+def _active_note(table: str = "") -> str:
+    """A note neither superseded nor past its expiry at the parameter's instant (`utc_text`, ADR 0046);
+    `table`: the alias its columns are read through."""
+    t = f"{table}." if table else ""
+    return f"{t}superseded_by IS NULL AND ({t}expires_at IS NULL OR {t}expires_at > ?)"
+
+
+_ACTIVE_NOTE = _active_note()
 T = TypeVar("T")
 
 
@@ -324,7 +331,7 @@ class ReadModels:
         where: list[str] = ["being_id = ?"]
         params: list[Any] = [str(being_id)]
         if active_at is not None:
-            where.append(f"{_ACTIVE_NOTE}")
+            where.append(_ACTIVE_NOTE)
             params.append(active_at)
         if kinds:
             where.append(f"kind IN ({', '.join('?' for _ in kinds)})")
@@ -465,7 +472,7 @@ def listed_notes_sql(
         where.append("n.sensitivity = ?")
         params.append(Sensitivity.NORMAL.value)
     if active_at is not None:
-        where.append("n.superseded_by IS NULL AND (n.expires_at IS NULL OR n.expires_at > ?)")
+        where.append(_active_note("n"))
         params.append(active_at)
     columns = ", ".join(f"n.{c}" for c in NOTES.columns)
     order = f"ORDER BY at DESC, id DESC LIMIT {int(limit)}"
