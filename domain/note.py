@@ -270,8 +270,8 @@ class Lifecycle:
             "expires_at": self.expires_at,
             "sensitivity": self.sensitivity.value,
             "confidence": self.confidence,
-            "evidence": self.evidence,
-            "tags": self.tags,
+            "evidence": list(self.evidence),  # each event its own lists: a lifecycle may serve several
+            "tags": list(self.tags),
             "scope": self.scope,
             "subject": self.subject,
             "job_id": self.job_id,
@@ -648,8 +648,8 @@ class Note(BeingScopedAggregate):
             "ttl_days": self.ttl_days,
             "sensitivity": self.sensitivity,
             "confidence": self.confidence,
-            "evidence": self.evidence,
-            "tags": self.tags,
+            "evidence": list(self.evidence),  # each event its own lists: a lifecycle may serve several
+            "tags": list(self.tags),
             "scope": self.scope,
             "subject": self.subject,
             "job_id": self.job_id,
