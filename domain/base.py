@@ -17,5 +17,5 @@ from eventsourcing.domain import Aggregate
 class BeingScopedAggregate(Aggregate):
     being_id: UUID
 
-    def _emit(self, event_class: type[Any], at: datetime, **fields: Any) -> None:
+    def _emit(self, event_class: type[Any], at: datetime, /, **fields: Any) -> None:
         self.trigger_event(event_class, being_id=self.being_id, timestamp=at, **fields)

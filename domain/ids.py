@@ -43,3 +43,19 @@ def patrol_run_id(being_id: UUID, cycle: int) -> UUID:
 def soul_chain_id(being_id: UUID) -> UUID:
     """The being's one `SoulChain`: two processes taking a soul at once write the same aggregate."""
     return uuid5(being_id, "soul-chain")
+
+
+def message_id_for_key(being_id: UUID, message_key: str) -> UUID:
+    """A message's aggregate id, from the caller's message id: two deliveries of one id write one
+    aggregate, so the log keeps one (ADR 0052)."""
+    return uuid5(being_id, "message:" + message_key)
+
+
+def conversation_id_for(being_id: UUID, user: str) -> UUID:
+    """The being's one `Conversation` with `user`: every message of theirs moves it."""
+    return uuid5(being_id, "conversation:" + user)
+
+
+def session_id_for(conversation_id: UUID, ordinal: int) -> UUID:
+    """The `ordinal`-th session (from 1) of a conversation."""
+    return uuid5(conversation_id, f"session:{ordinal}")

@@ -21,6 +21,7 @@ from engram.services.aggregate_cache import AggregateCache
 from engram.services.audit import AuditQueries
 from engram.services.beings import BeingCommands
 from engram.services.config import Settings
+from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
 from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen
@@ -61,6 +62,15 @@ class Engram:
     @cached_property
     def notes(self) -> NoteCommands:
         return NoteCommands(self.store, self.clock, self.ids, self.runner)
+
+    @cached_property
+    def messages(self) -> MessageCommands:
+        """Chat messages: exactly once per id, placed in sessions (ADR 0052)."""
+        from datetime import timedelta
+
+        return MessageCommands(
+            self.store, self.clock, self.runner, timedelta(minutes=self.settings.session_gap_minutes)
+        )
 
     @cached_property
     def nodes(self) -> NodeCommands:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain.errors import InvalidInput
+from engram.domain.message import Role
 from engram.domain.note import (
     DEFAULT_SCOPE,
     MAX_IDEMPOTENCY_KEY_CHARS,
@@ -106,6 +107,26 @@ def given_lifecycle(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in given.items()}
 
 
+MAX_BATCH_MESSAGES = 1000
+"""Messages per batch command (one transaction). `messages import` splits larger files into batches."""
+
+
+class MessageInput(Command):
+    """A chat message (issue #10). Every rule beyond the types (lengths, a zone on `at`, not more than a
+    day ahead) is the domain's (`check_message`), so that every interface refuses the same inputs."""
+
+    id: Annotated[str, STORABLE] = Field(
+        description="The caller's message id: a message is taken once per id."
+    )
+    user: Annotated[str, STORABLE] = Field(description="Who the conversation is with.")
+    text: StorableText = Field(description="The message, kept verbatim.")
+    role: Role = Role.USER
+    channel: Annotated[str | None, STORABLE] = None
+    at: datetime | None = Field(None, description="When it was said (ISO 8601 with a zone); default: now.")
+    urgent: bool = False
+    priority: int | None = Field(None, description="0 to 10; 8 or more wakes a sleeping being (#12).")
+
+
 class Result(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -146,3 +167,24 @@ class NotesTaken(Result):
 
 class Done(Result):
     details: dict[str, Any] = {}
+
+
+class MessageTaken(Result):
+    id: str = Field(description="The caller's message id.")
+    message_id: str = Field(description="Engram's id of the message.")
+    being_id: str
+    user: str
+    role: str
+    at: str
+    conversation_id: str
+    session_id: str | None = Field(None, description="The session it joined; None: a late message in none.")
+    number: int = Field(description="Its number in the conversation with this user (from 1).")
+    journalled: bool = Field(description="Whether its cleaned text is long enough for the journal.")
+    duplicate: bool = Field(False, description="True when this id was taken before: nothing was written.")
+
+
+class MessagesTaken(Result):
+    messages: list[MessageTaken]
+    refused: list[dict[str, Any]] = Field(
+        [], description="Messages left out of a batch taken with `skip_refused`: index, code, field, message."
+    )

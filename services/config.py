@@ -198,6 +198,29 @@ class Settings(EnvSettings):
         "(ADR 0048).",
     )
 
+    # Conversations (issue #10, ADR 0052)
+    session_gap_minutes: float = Field(
+        30.0,
+        gt=0,
+        description="A session closes when a message comes this long after the last one (by the "
+        "messages' times), or when no message arrived for this long (the worker's clock).",
+    )
+    conversation_interval_s: float = Field(
+        5.0,
+        ge=0,
+        description="How often the worker closes idle sessions and writes the summaries that are due "
+        "(0: never; `engram sessions summarize` does it on demand).",
+    )
+    journal_dir: Path | None = Field(
+        None, description="Where the daily journals and MEMORY.md are written (default: <data dir>/journals)."
+    )
+    journal_interval_s: float = Field(
+        300.0,
+        ge=0,
+        description="How often the worker refreshes a being's journals (at most; 0: never, "
+        "`engram journal refresh` does it on demand).",
+    )
+
     patrol_min_notes: int = Field(
         20, ge=1, description="The worker patrols a being with this many new scene notes."
     )

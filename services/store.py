@@ -72,6 +72,18 @@ class AggregateStore:
         loaded = self._load_many(unique)
         return [_checked(cls, i, loaded.get(i), being_id) for i in ids]
 
+    def find_many(self, cls: type[A], ids: Sequence[UUID], *, being_id: UUID | None = None) -> dict[UUID, A]:
+        """The aggregates of `ids` that exist (as `cls`, of `being_id` when given), read as `get_many`
+        reads them; an id without events is left out."""
+        unique = list(dict.fromkeys(ids))
+        if not unique:
+            return {}
+        if not self._batch_reads():
+            found = {i: self.find(cls, i) for i in unique}
+            return {i: _checked(cls, i, a, being_id) for i, a in found.items() if a is not None}
+        loaded = self._load_many(unique)
+        return {i: _checked(cls, i, a, being_id) for i, a in loaded.items() if a is not None}
+
     def get_being_and_many(self, cls: type[A], ids: Sequence[UUID], being_id: UUID) -> tuple[Being, list[A]]:
         """The being and `get_many(cls, ids, being_id=being_id)`, read by the same two queries (a read
         that reactivates nodes needs the being's cycle too)."""

@@ -23,6 +23,8 @@ import structlog
 
 from engram.projections import engine
 from engram.projections.beings import BeingsView
+from engram.projections.conversation_queries import ConversationReads
+from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
@@ -109,6 +111,7 @@ class Views:
                 self.vectors_view,
                 TokensView(),
                 self.note_search_view,
+                ConversationsView(),
                 *extra,
             )
         }
@@ -144,6 +147,11 @@ class Views:
     def note_search(self) -> NoteSearch:
         """The context pack's searches over notes (ADR 0049; call `ensure()` first)."""
         return NoteSearch(self.read, self.note_search_view)
+
+    @property
+    def conversations(self) -> ConversationReads:
+        """Messages, sessions and summaries (ADR 0052; call `ensure()` first)."""
+        return ConversationReads(self.read)
 
     @property
     def search(self) -> FullTextSearch:

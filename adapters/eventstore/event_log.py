@@ -26,6 +26,7 @@ from engram.adapters.eventstore.transcodings import (
 )
 from engram.adapters.storage_full import is_storage_full, postgres_storage, reported_as_storage_full
 from engram.domain.being import Being
+from engram.domain.conversation import Conversation
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
 
@@ -130,10 +131,16 @@ class _ProcessingEvent(ProcessingEvent[UUID]):
 class EventLog(Application[UUID]):
     name = APPLICATION_NAME
     # Beings gain an event per patrol cycle; snapshots keep their replay short.
+    # A conversation gains an event per message (ADR 0052).
     # Nodes gain an event per read (reactivation): snapshots keep often-recalled nodes fast to load.
     # A recall or query loads the nodes it reactivates: every 10 events, a load replays at most 9
     # events after the snapshot (~8 µs each to decode), where 50 let it replay up to 49 (ADR 0015).
-    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {Being: 100, PatrolRun: 200, MemoryNode: 10}
+    snapshotting_intervals: ClassVar[dict[type[Any], int]] = {
+        Being: 100,
+        PatrolRun: 200,
+        MemoryNode: 10,
+        Conversation: 100,
+    }
 
     @cached_property
     def storage(self) -> str:

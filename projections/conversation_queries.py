@@ -1,0 +1,182 @@
+"""Reads of the conversations view (ADR 0052), every one scoped to one being."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from engram.projections.conversations import CONVERSATIONS, MESSAGES, SESSIONS, SUMMARIES
+from engram.projections.queries import ReadModels
+from engram.projections.tables import TableSpec
+
+Row = dict[str, Any]
+VIEW = "conversations"
+
+
+class ConversationReads:
+    def __init__(self, read: ReadModels) -> None:
+        self.read = read
+
+    def _select(self, spec: TableSpec, where: str, params: Sequence[Any], tail: str = "") -> list[Row]:
+        return self.read._select(VIEW, spec, where, params, tail)
+
+    # -- conversations ------------------------------------------------------------------------
+
+    def conversation(self, being_id: UUID, user: str) -> Row | None:
+        rows = self._select(CONVERSATIONS, "being_id = ? AND user_id = ?", [str(being_id), user])
+        return rows[0] if rows else None
+
+    def conversations(self, being_id: UUID, limit: int = 100) -> list[Row]:
+        """The being's conversations, the latest interaction first."""
+        return self._select(
+            CONVERSATIONS,
+            "being_id = ?",
+            [str(being_id)],
+            f"ORDER BY last_interaction DESC, user_id LIMIT {int(limit)}",
+        )
+
+    def due(self, being_id: UUID | None = None, limit: int = 100) -> list[Row]:
+        """Conversations with summarising work due: a rolling summary, a spine, closed sessions to
+        summarize (all beings' when `being_id` is None: the worker's round)."""
+        where = "(rolling_due OR spine_due OR unsummarized > 0)"
+        params: list[Any] = []
+        if being_id is not None:
+            where = f"being_id = ? AND {where}"
+            params.append(str(being_id))
+        return self._select(CONVERSATIONS, where, params, f"ORDER BY position LIMIT {int(limit)}")
+
+    def idle(self, received_before: str, limit: int = 500) -> list[Row]:
+        """Conversations whose open session's latest message arrived before `received_before`
+        (utc_text): the worker closes those sessions."""
+        return self._select(
+            CONVERSATIONS,
+            "open_session_id IS NOT NULL AND last_received < ?",
+            [received_before],
+            f"ORDER BY last_received LIMIT {int(limit)}",
+        )
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def session(self, being_id: UUID, session_id: UUID | str) -> Row | None:
+        rows = self._select(SESSIONS, "id = ? AND being_id = ?", [str(session_id), str(being_id)])
+        return rows[0] if rows else None
+
+    def sessions(
+        self, being_id: UUID, *, user: str | None = None, limit: int = 50, before: str | None = None
+    ) -> list[Row]:
+        """The being's sessions (with `user` only, when given), the latest first; `before`: those
+        that started before that instant (utc_text), for the next page."""
+        where, params = "being_id = ?", [str(being_id)]
+        if user is not None:
+            where += " AND user_id = ?"
+            params.append(user)
+        if before is not None:
+            where += " AND started_at < ?"
+            params.append(before)
+        return self._select(
+            SESSIONS, where, params, f"ORDER BY started_at DESC, ordinal DESC LIMIT {int(limit)}"
+        )
+
+    def sessions_to_summarize(
+        self, being_id: UUID, conversation_id: UUID | str, limit: int = 20
+    ) -> list[Row]:
+        return self._select(
+            SESSIONS,
+            "being_id = ? AND conversation_id = ? AND ended_at IS NOT NULL AND NOT summarized",
+            [str(being_id), str(conversation_id)],
+            f"ORDER BY ordinal LIMIT {int(limit)}",
+        )
+
+    def latest_summarized_session(self, being_id: UUID, user: str) -> Row | None:
+        rows = self._select(
+            SESSIONS,
+            "being_id = ? AND user_id = ? AND summarized",
+            [str(being_id), user],
+            "ORDER BY ordinal DESC LIMIT 1",
+        )
+        return rows[0] if rows else None
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def session_messages(self, being_id: UUID, session_id: UUID | str, limit: int = 500) -> list[Row]:
+        """A session's messages in their order (time, then number), at most `limit` of the first."""
+        return self._select(
+            MESSAGES,
+            "being_id = ? AND session_id = ?",
+            [str(being_id), str(session_id)],
+            f"ORDER BY at, number LIMIT {int(limit)}",
+        )
+
+    def conversation_messages(
+        self,
+        being_id: UUID,
+        conversation_id: UUID | str,
+        *,
+        after_number: int = 0,
+        upto_number: int | None = None,
+    ) -> list[Row]:
+        """A conversation's messages numbered after `after_number` (up to `upto_number`), in number order."""
+        where, params = (
+            "being_id = ? AND conversation_id = ? AND number > ?",
+            [
+                str(being_id),
+                str(conversation_id),
+                after_number,
+            ],
+        )
+        if upto_number is not None:
+            where += " AND number <= ?"
+            params.append(upto_number)
+        return self._select(MESSAGES, where, params, "ORDER BY number")
+
+    def message(self, being_id: UUID, message_id: UUID | str) -> Row | None:
+        rows = self._select(MESSAGES, "id = ? AND being_id = ?", [str(message_id), str(being_id)])
+        return rows[0] if rows else None
+
+    def messages_written_after(self, being_id: UUID, position: int, limit: int = 10_000) -> list[Row]:
+        """The being's messages recorded after log `position`, in log order (the journals' increment)."""
+        return self._select(
+            MESSAGES,
+            "being_id = ? AND position > ?",
+            [str(being_id), position],
+            f"ORDER BY position LIMIT {int(limit)}",
+        )
+
+    def day_messages(self, being_id: UUID, day: str) -> list[Row]:
+        """The being's messages of one UTC day (YYYY-MM-DD), in journal order: time, then message id."""
+        return self._select(
+            MESSAGES, "being_id = ? AND day = ?", [str(being_id), day], "ORDER BY at, message_key"
+        )
+
+    # -- summaries ----------------------------------------------------------------------------
+
+    def summaries(
+        self,
+        being_id: UUID,
+        *,
+        conversation_id: UUID | str | None = None,
+        session_id: UUID | str | None = None,
+        kind: str | None = None,
+        limit: int = 20,
+    ) -> list[Row]:
+        """Summary versions (and refused answers), the latest first."""
+        where, params = "being_id = ?", [str(being_id)]
+        for column, value in (
+            ("conversation_id", conversation_id),
+            ("session_id", session_id),
+            ("kind", kind),
+        ):
+            if value is not None:
+                where += f" AND {column} = ?"
+                params.append(str(value))
+        return self._select(SUMMARIES, where, params, f"ORDER BY position DESC LIMIT {int(limit)}")
+
+    def latest_spine(self, being_id: UUID, conversation_id: UUID | str) -> Row | None:
+        rows = self._select(
+            SUMMARIES,
+            "being_id = ? AND conversation_id = ? AND kind = 'spine' AND method <> 'rejected'",
+            [str(being_id), str(conversation_id)],
+            "ORDER BY version DESC LIMIT 1",
+        )
+        return rows[0] if rows else None
