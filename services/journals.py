@@ -135,24 +135,30 @@ class Journals:
 
     # -- writing (to the files) ----------------------------------------------------------------
 
-    def refresh(
-        self, being_ref: str | UUID, *, full: bool = False, wait: bool = True
-    ) -> JournalRefreshed | None:
+    def refresh(self, being_ref: str | UUID, *, full: bool = False) -> JournalRefreshed:
         """Write the being's journals up to date: the days that got messages since the last refresh
         and MEMORY.md (every file with `full`, or when the folder has no state of this format).
-        Another refresh of the being running: waits for it (`Conflict` after 30 s), or with `wait`
-        false returns None at once."""
+        Another refresh of the being running: waits for it (`Conflict` after 30 s)."""
         being = self._being(being_ref)
         lock = self._lock(f"journal:{being.id}")
         deadline = time.monotonic() + LOCK_WAIT_S
         while not lock.try_acquire():
-            if not wait:
-                return None
             if time.monotonic() > deadline:
                 raise Conflict(f"another refresh of {being.name}'s journals is running; try again")
             time.sleep(0.05)
         try:
             return self._refresh(being, full)
+        finally:
+            lock.release()
+
+    def _refresh_unless_busy(self, being_id: UUID) -> JournalRefreshed | None:
+        """`refresh`, or None at once when another refresh of the being runs (the worker's way)."""
+        being = self._being(being_id)
+        lock = self._lock(f"journal:{being.id}")
+        if not lock.try_acquire():
+            return None
+        try:
+            return self._refresh(being, full=False)
         finally:
             lock.release()
 
@@ -218,7 +224,7 @@ class Journals:
                 break
             if self._seen.get(being_id, -1) >= head:
                 continue
-            report = self.refresh(UUID(being_id), wait=False)
+            report = self._refresh_unless_busy(UUID(being_id))
             if report is not None:  # else another refresh of it runs: the next round sees it
                 self._seen[being_id] = head
                 done.append(report)
