@@ -47,6 +47,7 @@ class JournalFolder:
             where.mkdir(parents=True, exist_ok=True)
             fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=where)
             try:
+                os.chmod(temp, _mode(target))  # mkstemp's 0600 would hide the journals from their readers
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(text.encode("utf-8"))
                     fh.flush()
@@ -61,6 +62,15 @@ class JournalFolder:
             if exc.errno == 28:  # ENOSPC: the same answer as a full disk anywhere else (ADR 0030)
                 raise StorageFull(str(where)) from exc
             raise
+
+
+def _mode(target: Path) -> int:
+    """The file's permissions: those of the file it replaces (an operator may have changed them),
+    else readable by all (`rw-r--r--`), as journals meant for inspection are."""
+    try:
+        return target.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return 0o644
 
 
 def _sync_folder(folder: Path) -> None:

@@ -217,7 +217,7 @@ class ConversationReads:
         """A day's journalled messages in journal order (time, then message id): only the columns a
         journal line shows."""
         return self._rows(
-            "SELECT at, message_key, user_id, role, channel, clean FROM {messages} "
+            "SELECT at, day, message_key, user_id, role, channel, clean FROM {messages} "
             "WHERE being_id = ? AND day = ? AND clean IS NOT NULL ORDER BY at, message_key",
             [str(being_id), day],
         )
@@ -225,7 +225,7 @@ class ConversationReads:
     def journal_latest_lines(self, being_id: UUID, limit: int) -> list[Row]:
         """The being's latest journalled messages, the latest first."""
         return self._rows(
-            "SELECT at, message_key, user_id, role, channel, clean FROM {messages} "
+            "SELECT at, day, message_key, user_id, role, channel, clean FROM {messages} "
             f"WHERE being_id = ? AND clean IS NOT NULL ORDER BY at DESC, message_key DESC LIMIT {int(limit)}",
             [str(being_id)],
         )

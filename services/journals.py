@@ -56,7 +56,7 @@ class JournalRefreshed(BaseModel):
     """What a refresh wrote."""
 
     being: str
-    folder: str = Field(description="Where the being's journals are, on the machine that wrote them.")
+    folder: str = Field(description="The being's folder under the journal dir (ADR 0054).")
     full: bool = Field(description="Every file was rewritten (asked for, or the first refresh).")
     days: list[str] = Field(description="The daily files written (YYYY-MM-DD), in order.")
     memory: bool = Field(description="Whether MEMORY.md was written.")
@@ -87,6 +87,10 @@ class Journals:
 
     # -- reading (from the view) ---------------------------------------------------------------
 
+    def location(self, folder: str) -> str:
+        """Where a being's folder is on this machine."""
+        return self.files.location(folder)
+
     def _reads(self, being_id: UUID) -> ConversationReads:
         views = self._views()
         views.ensure(names=[VIEW], being=being_id)
@@ -103,27 +107,25 @@ class Journals:
         being = self._being(being_ref)
         reads = self._reads(being.id)
         if day is None:
-            days = reads.journal_days(being.id)
-            if not days:
+            latest = reads.journal_latest_lines(being.id, 1)
+            if not latest:
                 raise NotFound(f"{being.name} has no journal yet: no message was journalled")
-            day = days[0][0]
-        text = self._day(reads, being, day)
-        if text is None:
+            day = str(latest[0]["day"])
+        rows = reads.journal_lines(being.id, day)
+        if not rows:
             raise NotFound(f"{being.name} has no journal for {day}")
-        return day, text
+        return day, self._day(being, day, rows)
 
     def memory_text(self, being_ref: str) -> str:
         being = self._being(being_ref)
-        return self._memory(self._reads(being.id), being)
+        reads = self._reads(being.id)
+        return self._memory(reads, being, reads.journal_days(being.id))
 
-    def _day(self, reads: ConversationReads, being: Being, day: str) -> str | None:
-        rows = reads.journal_lines(being.id, day)
-        if not rows:
-            return None
+    def _day(self, being: Being, day: str, rows: list[dict[str, Any]]) -> str:
         return render_day(being.name, day, [JournalLine.of(r, being.name) for r in rows])
 
-    def _memory(self, reads: ConversationReads, being: Being) -> str:
-        days = reads.journal_days(being.id)
+    def _memory(self, reads: ConversationReads, being: Being, days: list[tuple[str, int]]) -> str:
+        """MEMORY.md, given every day with journalled messages and their count, the latest first."""
         latest = reads.journal_latest_lines(being.id, HIGHLIGHTS)
         return render_memory(
             being.name,
@@ -162,16 +164,17 @@ class Journals:
         finally:
             lock.release()
 
-    def _state(self, folder: str, being_id: UUID) -> int | None:
-        """The position the folder was written up to, if its state is of this being and format."""
+    def _state(self, folder: str, being_id: UUID) -> tuple[int, dict[str, int]] | None:
+        """The position the folder was written up to and its days' line counts, if its state is of
+        this being and format."""
         text = self.files.read(folder, STATE_FILE)
         if text is None:
             return None
         try:
             state: Any = json.loads(text)
             if state["being_id"] == str(being_id) and state["format"] == JOURNAL_FORMAT:
-                return int(state["position"])
-        except (ValueError, KeyError, TypeError):
+                return int(state["position"]), {str(d): int(n) for d, n in state["days"].items()}
+        except (ValueError, KeyError, TypeError, AttributeError):
             log.warning("journal state unreadable; rewriting every file", folder=folder)
         return None
 
@@ -179,39 +182,31 @@ class Journals:
         folder = journal_folder(being.name, being.id)
         reads = self._reads(being.id)
         head = reads.journal_head(being.id)  # read first: the days read after hold at least this
-        written = None if full else self._state(folder, being.id)
-        full = written is None
-        if written is not None and head <= written:
+        state = None if full else self._state(folder, being.id)
+        if state is not None and head <= state[0]:
             return JournalRefreshed(
-                being=being.name,
-                folder=self.files.location(folder),
-                full=False,
-                days=[],
-                memory=False,
-                position=written,
+                being=being.name, folder=folder, full=False, days=[], memory=False, position=state[0]
             )
-        days = [d for d, _ in reads.journal_days(being.id)] if full else None
-        days = sorted(days) if days is not None else reads.journal_days_after(being.id, written or 0)
+        # The days' line counts (MEMORY.md's list of daily logs) are kept in the state, so that an
+        # increment reads only the days it rewrites, never the being's whole history.
+        counts = dict(reads.journal_days(being.id)) if state is None else state[1]
+        days = sorted(counts) if state is None else reads.journal_days_after(being.id, state[0])
         for day in days:
-            text = self._day(reads, being, day)
-            if text is not None:
-                self.files.write(folder, f"{day}.md", text)
-        memory = full or bool(days)
+            rows = reads.journal_lines(being.id, day)
+            counts[day] = len(rows)
+            if rows:
+                self.files.write(folder, f"{day}.md", self._day(being, day, rows))
+        memory = state is None or bool(days)
         if memory:
-            self.files.write(folder, MEMORY_FILE, self._memory(reads, being))
-        state = {"being_id": str(being.id), "format": JOURNAL_FORMAT, "position": head}
-        self.files.write(folder, STATE_FILE, json.dumps(state, sort_keys=True) + "\n")
-        done = JournalRefreshed(
-            being=being.name,
-            folder=self.files.location(folder),
-            full=full,
-            days=days,
-            memory=memory,
-            position=head,
-        )
+            ordered = sorted(((d, n) for d, n in counts.items() if n), reverse=True)
+            self.files.write(folder, MEMORY_FILE, self._memory(reads, being, ordered))
+        kept = {"being_id": str(being.id), "format": JOURNAL_FORMAT, "position": head, "days": counts}
+        self.files.write(folder, STATE_FILE, json.dumps(kept, sort_keys=True) + "\n")
         if days:
-            log.info("journals written", being=being.name, days=len(days), full=full, position=head)
-        return done
+            log.info("journals written", being=being.name, days=len(days), full=state is None, position=head)
+        return JournalRefreshed(
+            being=being.name, folder=folder, full=state is None, days=days, memory=memory, position=head
+        )
 
     def refresh_due(self, *, stopping: Callable[[], bool] = lambda: False) -> list[JournalRefreshed]:
         """The worker's round: refresh every being whose conversations moved since this process last

@@ -27,8 +27,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if as_json:
             emit_json(done.model_dump())
             return
+        where = ctx.engram.journals.location(done.folder)
         if not done.days and not done.memory:
-            click.echo(f"{done.being}'s journals are up to date ({done.folder})")
+            click.echo(f"{done.being}'s journals are up to date ({where})")
             return
         count = f"{len(done.days)} day{'s' if len(done.days) != 1 else ''}"
         span = (
@@ -37,7 +38,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             else ""
         )
         verb = "rewrote" if done.full else "wrote"
-        click.echo(f"{verb} {done.being}'s journals: {count}{span} and MEMORY.md in {done.folder}")
+        click.echo(f"{verb} {done.being}'s journals: {count}{span} and MEMORY.md in {where}")
 
     @journal.command("show")
     @click.argument("being_ref", metavar="BEING")

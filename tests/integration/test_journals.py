@@ -113,6 +113,9 @@ def test_a_refresh_rewrites_only_the_days_that_got_messages(aria: Engram) -> Non
     files.writes.clear()
     assert aria.journals.refresh("Aria", full=True).full
     assert sorted(files.writes) == sorted(["2026-10-29.md", "2026-10-30.md", "MEMORY.md", STATE_FILE])
+    (folder(aria) / STATE_FILE).write_text("{not json", encoding="utf-8")  # damaged: every file again
+    aria.messages.take("Aria", msg("e", DAY1 + timedelta(hours=3), "late on day one"))
+    assert aria.journals.refresh("Aria").days == ["2026-10-29", "2026-10-30"]
 
 
 def _snapshot(root: Path) -> dict[str, bytes]:
@@ -169,7 +172,7 @@ def test_a_strange_name_gets_a_safe_folder(engram: Engram) -> None:
     root = engram.settings.data_dir / "journals"
     [made] = list(root.iterdir())
     assert made.name == f"Under-{created.being_id.replace('-', '')[:12]}"
-    assert Path(done.folder) == made and (made / "2026-10-29.md").is_file()
+    assert done.folder == made.name and (made / "2026-10-29.md").is_file()
     assert (made / "2026-10-29.md").read_text(encoding="utf-8").startswith("# ../Ünder/.. — journal")
 
 
@@ -196,6 +199,7 @@ def test_a_reader_never_sees_a_partial_file(tmp_path: Path) -> None:
         reader.join()
     assert seen and seen <= set(versions)
     assert [p.name for p in (tmp_path / "Aria").iterdir()] == ["MEMORY.md"]  # no temporary file left
+    assert (tmp_path / "Aria" / "MEMORY.md").stat().st_mode & 0o777 == 0o644  # not mkstemp's 0600
 
 
 @pytest.mark.parametrize("bad", ["..", ".", "a/b", ""])

@@ -87,7 +87,7 @@ def test_refresh_writes_the_files_of_this_server(api: Api, engram: Engram) -> No
     body = done.json()
     assert body["full"] and body["days"] == ["2026-10-29", "2026-10-30"] and body["memory"]
     folder = engram.settings.data_dir / "journals" / "Aria"
-    assert Path(body["folder"]) == folder
+    assert body["folder"] == "Aria"  # the folder's name, never the server's path
     memory = client.get("/v1/beings/Aria/memory.md", headers=aria).text
     assert (folder / "MEMORY.md").read_text(encoding="utf-8") == memory
     again = client.post("/v1/beings/Aria/memory.md/refresh", headers=aria).json()
