@@ -18,7 +18,8 @@ Maintenance, never in a request or projection thread: one thread builds the HNSW
 collection once enough points are searched by brute force (`VectorMaintenance`, ADR 0009), another
 merges a being's full-text index once it grew (`FullTextMaintenance`, ADR 0020); given them, two more
 record the expiry of notes due and merge old volatile notes without a TTL (ADR 0048). Each runs only while
-this worker holds the lock of the projection it maintains.
+this worker holds the lock of the projection it maintains, except the journals' refresh (ADR 0054): the
+journals are files of the machine, which every worker writes.
 """
 
 from __future__ import annotations
