@@ -25,9 +25,10 @@ import structlog
 from pydantic import BaseModel, Field
 
 from engram.domain.being import Being
+from engram.domain.errors import DomainError
 from engram.projections.conversation_queries import ConversationReads
 from engram.services.beings import resolve_being
-from engram.services.errors import Conflict, NotFound
+from engram.services.errors import Conflict, NotFound, StorageFull
 from engram.services.journal_markdown import (
     HIGHLIGHTS,
     JOURNAL_FORMAT,
@@ -219,7 +220,13 @@ class Journals:
                 break
             if self._seen.get(being_id, -1) >= head:
                 continue
-            report = self._refresh_unless_busy(UUID(being_id))
+            try:
+                report = self._refresh_unless_busy(UUID(being_id))
+            except StorageFull:  # every being would fail alike: the worker logs it once, tries later
+                raise
+            except DomainError as exc:  # e.g. the view holds this being's events back: the others go on
+                log.warning("journals not refreshed", being_id=being_id, error=exc.code, reason=exc.message)
+                continue
             if report is not None:  # else another refresh of it runs: the next round sees it
                 self._seen[being_id] = head
                 done.append(report)

@@ -16,6 +16,7 @@ from engram.domain.message import Role
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import MessageInput
 from engram.services.config import Settings
+from engram.services.errors import Conflict
 from engram.services.journals import STATE_FILE, Journals
 from engram.services.worker import Worker
 from tests.integration.http_support import wait_until
@@ -258,3 +259,22 @@ def test_an_interval_of_zero_means_never(
     finally:
         worker.stop()
         e.close()
+
+
+class FailingFiles(CountingFiles):
+    """Refuses to write one folder, as a being held back in the view would be refused."""
+
+    def write(self, folder: str, name: str, text: str) -> None:
+        if folder == "Aria":
+            raise Conflict("this folder is refused for the test")
+        super().write(folder, name, text)
+
+
+def test_a_being_that_fails_does_not_stop_the_round(aria: Engram) -> None:
+    aria.beings.register("Bo")
+    files = FailingFiles(JournalFolder(aria.settings.data_dir / "journals"))
+    aria.__dict__["journals"] = Journals(aria.store, lambda: aria.views, files, aria.views.named_lock)
+    aria.messages.take("Aria", msg("a", DAY1, "hello Aria"))
+    aria.messages.take("Bo", msg("a", DAY1, "hello Bo"))
+    assert [r.being for r in aria.journals.refresh_due()] == ["Bo"]
+    assert "2026-10-29.md" in files.writes
