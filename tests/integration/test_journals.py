@@ -278,3 +278,25 @@ def test_a_being_that_fails_does_not_stop_the_round(aria: Engram) -> None:
     aria.messages.take("Bo", msg("a", DAY1, "hello Bo"))
     assert [r.being for r in aria.journals.refresh_due()] == ["Bo"]
     assert "2026-10-29.md" in files.writes
+
+
+def test_memory_written_incrementally_lists_the_latest_days_as_the_view_does(aria: Engram) -> None:
+    """MEMORY.md's list of daily logs comes from the counts kept in the folder's state on increments,
+    and from the view on a read: they agree, bounds and "and N more" included."""
+    for start in (0, 9):  # 18 days in two halves, a refresh after each; a late message in between
+        aria.messages.take_many(
+            "Aria",
+            [
+                msg(f"d{d}-{i}", DAY1 - timedelta(days=20 - d, hours=i), "a day's words")
+                for d in range(start, start + 9)
+                for i in range(1 + d % 3)
+            ],
+        )
+        aria.journals.refresh("Aria")
+    late_day = (DAY1 - timedelta(days=15)).date().isoformat()  # one of the first half, still listed
+    aria.messages.take("Aria", msg("late", DAY1 - timedelta(days=15, minutes=30), "late words for that day"))
+    assert aria.journals.refresh("Aria").days == [late_day]
+    memory = (folder(aria) / "MEMORY.md").read_text(encoding="utf-8")
+    assert memory == aria.journals.memory_text("Aria")
+    assert memory.count("](20") == 14 and "- and 4 more\n" in memory
+    assert f"- [{late_day}]({late_day}.md) — 4 messages\n" in memory
