@@ -34,6 +34,7 @@ LOCOMO_GOALS = {"5": 0.65, "10": 0.75}  # default profile, categories 1–4 (#6)
 NOTES_SWEEP_RATIO_GOAL = 2.0  # the expiry sweep, t(1M)/t(100k) per note expired (#9, ADR 0048)
 NOTES_P95_GOAL_MS = 5.0  # the context pack and the notes list at 100k notes, without a query (#9)
 NOTES_GOAL_SIZE = 100_000
+JOURNAL_INCREMENT_GOAL_S = 1.0  # an incremental journal refresh of a being with 100k messages (#10)
 
 
 def load_results(directory: Path) -> dict[str, Result]:
@@ -624,6 +625,43 @@ def locomo(r: Result) -> str:
     return _section("LoCoMo retrieval", "engram bench locomo PATH", r, body)
 
 
+def journal(results: dict[str, Result]) -> str | None:
+    found = [results[k] for k in ("journal-sqlite", "journal-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows: list[tuple[Any, ...]] = []
+    for r in found:
+        backend = names.get(r["meta"]["backend"], r["meta"]["backend"])
+        rows.append((backend, "full refresh", r["days"], f"{r['full_s']:.3f}", ""))
+        rows.append((backend, "nothing new", 0, f"{r['noop_s']:.4f}", ""))
+        rows += [
+            (
+                backend,
+                f"+{_n(s['new'])} messages",
+                s["days"],
+                f"{s['refresh_s']:.3f}",
+                f"{s['ms_per_new_message']:.3f}",
+            )
+            for s in r["increments"]
+        ]
+    first = found[0]
+    return _section(
+        "Journal refresh",
+        "engram bench journal [--database-url postgresql://…]",
+        first,
+        [
+            f"One being with {_n(first['messages'])} messages ({first['meta']['per_day']} a day, "
+            f"{first['meta']['users']} users), taken 1,000 to a transaction; then the refresh of its daily "
+            "files and MEMORY.md (`engram journal refresh`): everything, nothing new, and after each batch of "
+            "new messages, which rewrites only the days they fell on (ADR 0054). Catching the view up is the "
+            "worker's cost and is not counted.",
+            table(["backend", "refresh", "days written", "seconds", "ms per new message"], rows),
+            f"Goal: an incremental refresh under {JOURNAL_INCREMENT_GOAL_S:g} s, proportional to the new messages.",
+        ],
+    )
+
+
 # -- the page ----------------------------------------------------------------------------------------
 
 
@@ -802,6 +840,18 @@ def goals(results: dict[str, Result]) -> str | None:
                     _met(p95 <= NOTES_P95_GOAL_MS),
                 )
             )
+    for key, label in (("journal-sqlite", "SQLite"), ("journal-postgresql", "PostgreSQL")):
+        steps = results.get(key, {}).get("increments") or []
+        if steps:
+            worst = max(s["refresh_s"] for s in steps)
+            rows.append(
+                (
+                    f"journal refresh at {_n(results[key]['messages'])} messages after "
+                    f"{' / '.join(_n(s['new']) for s in steps)} new: < {JOURNAL_INCREMENT_GOAL_S:g} s, {label}",
+                    f"{worst:.3f} s (the slowest)",
+                    _met(worst < JOURNAL_INCREMENT_GOAL_S),
+                )
+            )
     if not rows:
         return None
     section = "## Goals\n\n" + table(["goal (from the issues)", "this run", ""], rows, "lrl")
@@ -881,6 +931,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
     ("notes-sweep", notes_sweep),
     ("notes", notes),
+    ("journal", journal),
 )
 
 

@@ -180,3 +180,58 @@ class ConversationReads:
             "ORDER BY version DESC LIMIT 1",
         )
         return rows[0] if rows else None
+
+    # -- journals (helper C, ADR 0054) --------------------------------------------------------
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """`sql` with `{messages}` and `{conversations}` standing for the view's active tables."""
+        with self.read.reading(VIEW) as (conn, tables):
+            return conn.query(
+                sql.format(messages=tables[MESSAGES.name], conversations=tables[CONVERSATIONS.name]),
+                list(params),
+            )
+
+    def journal_head(self, being_id: UUID) -> int:
+        """The log position of the being's latest message (0 without one)."""
+        rows = self._rows("SELECT MAX(position) AS head FROM {messages} WHERE being_id = ?", [str(being_id)])
+        return int(rows[0]["head"] or 0) if rows else 0
+
+    def journal_days(self, being_id: UUID) -> list[tuple[str, int]]:
+        """Every day with journalled messages and how many, the latest first."""
+        rows = self._rows(
+            "SELECT day, COUNT(*) AS lines FROM {messages} WHERE being_id = ? AND clean IS NOT NULL "
+            "GROUP BY day ORDER BY day DESC",
+            [str(being_id)],
+        )
+        return [(r["day"], int(r["lines"])) for r in rows]
+
+    def journal_days_after(self, being_id: UUID, position: int) -> list[str]:
+        """The days that got journalled messages recorded after log `position`, in order."""
+        rows = self._rows(
+            "SELECT DISTINCT day FROM {messages} WHERE being_id = ? AND position > ? AND clean IS NOT NULL",
+            [str(being_id), position],
+        )
+        return sorted(r["day"] for r in rows)
+
+    def journal_lines(self, being_id: UUID, day: str) -> list[Row]:
+        """A day's journalled messages in journal order (time, then message id): only the columns a
+        journal line shows."""
+        return self._rows(
+            "SELECT at, day, message_key, user_id, role, channel, clean FROM {messages} "
+            "WHERE being_id = ? AND day = ? AND clean IS NOT NULL ORDER BY at, message_key",
+            [str(being_id), day],
+        )
+
+    def journal_latest_lines(self, being_id: UUID, limit: int) -> list[Row]:
+        """The being's latest journalled messages, the latest first."""
+        return self._rows(
+            "SELECT at, day, message_key, user_id, role, channel, clean FROM {messages} "
+            f"WHERE being_id = ? AND clean IS NOT NULL ORDER BY at DESC, message_key DESC LIMIT {int(limit)}",
+            [str(being_id)],
+        )
+
+    def conversation_heads(self) -> dict[str, int]:
+        """Per being with conversations, the latest log position among them: every message moves its
+        conversation, so a being whose head passed a position may have messages after it."""
+        rows = self._rows("SELECT being_id, MAX(position) AS head FROM {conversations} GROUP BY being_id", [])
+        return {str(r["being_id"]): int(r["head"]) for r in rows}

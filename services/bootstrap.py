@@ -30,6 +30,7 @@ from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
+    from engram.services.journals import Journals
     from engram.services.listing import Listing
     from engram.services.note_expiry import NoteExpirySweep
     from engram.services.note_lifecycle import NoteLifecycle
@@ -135,6 +136,18 @@ class Engram:
         from engram.services.pack import Packing
 
         return Packing(self)
+
+    @cached_property
+    def journals(self) -> Journals:
+        """Daily journals and MEMORY.md (spec 001, ADR 0054), under `ENGRAM_JOURNAL_DIR` (default
+        `<data dir>/journals`)."""
+        from engram.adapters.journal_files import JournalFolder
+        from engram.services.journals import Journals
+
+        root = self.settings.journal_dir or self.settings.data_dir / "journals"
+        return Journals(
+            self.store, lambda: self.views, JournalFolder(root), lambda key: self.views.named_lock(key)
+        )
 
     @cached_property
     def views(self) -> Views:

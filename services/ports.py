@@ -301,3 +301,20 @@ class AutoPatrols(Protocol):
     def clock(self) -> Clock: ...
 
     def patrol(self, being: str, *, dry_run: bool = False, llm: LLM | None = None) -> PatrolReport: ...
+
+
+class JournalFiles(Protocol):
+    """Where the journals are written (ADR 0054): a folder per being under one root.
+
+    `folder` and `name` are single path components (never `..` nor a separator). A write is atomic:
+    a reader sees the old file or the new one, never a part of it."""
+
+    def location(self, folder: str) -> str:
+        """The folder's path, for messages."""
+        ...
+
+    def write(self, folder: str, name: str, text: str) -> None: ...
+
+    def read(self, folder: str, name: str) -> str | None:
+        """The file's text, or None when there is none."""
+        ...

@@ -18,7 +18,8 @@ Maintenance, never in a request or projection thread: one thread builds the HNSW
 collection once enough points are searched by brute force (`VectorMaintenance`, ADR 0009), another
 merges a being's full-text index once it grew (`FullTextMaintenance`, ADR 0020); given them, two more
 record the expiry of notes due and merge old volatile notes without a TTL (ADR 0048). Each runs only while
-this worker holds the lock of the projection it maintains.
+this worker holds the lock of the projection it maintains, except the journals' refresh (ADR 0054): the
+journals are files of the machine, which every worker writes.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ class Worker:
         note_sweep: Callable[..., object] | None = None,
         note_maintenance: Callable[..., object] | None = None,
         note_embedding: Callable[..., object] | None = None,
+        journal_refresh: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
@@ -151,7 +153,9 @@ class Worker:
         `ENGRAM_NOTE_SWEEP_INTERVAL_S` and `ENGRAM_NOTE_MAINTENANCE_INTERVAL_S` while this worker runs
         the notes view (ADR 0048); `note_embedding` (`Engram.packing.embed_pending`): every
         `ENGRAM_NOTE_EMBED_INTERVAL_S` (0: never) while this worker runs the notes' search view
-        (ADR 0049); each takes `stopping=`."""
+        (ADR 0049); `journal_refresh` (`Engram.journals.refresh_due`): every `ENGRAM_JOURNAL_INTERVAL_S`
+        (0: never) whatever views this worker runs, for each worker writes its own local folder
+        (ADR 0054); each takes `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -171,6 +175,7 @@ class Worker:
         self.note_sweep = note_sweep
         self.note_maintenance = note_maintenance
         self.note_embedding = note_embedding
+        self.journal_refresh = journal_refresh
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -197,7 +202,7 @@ class Worker:
             )
             t.start()
             self.threads.append(t)
-        tasks: list[tuple[str, str, Callable[[], object], float]] = []
+        tasks: list[tuple[str, str | None, Callable[[], object], float]] = []
         if self.maintenance is not None:
             # Only the process that projects the vectors owns them (Qdrant Edge: one process).
             tasks.append(("vector-maintenance", "vectors", self.maintenance.run, self.maintenance_interval))
@@ -221,6 +226,16 @@ class Worker:
             if note_run is not None and view in self.names and every > 0:
                 # Reads that view: only the worker that keeps it current runs them.
                 tasks.append((task, view, _stoppable(note_run, self.stop_event), every))
+        if self.journal_refresh is not None and settings.journal_interval_s > 0:
+            # No view lock: the journals are local files, which every worker writes (ADR 0054).
+            tasks.append(
+                (
+                    "journal-refresh",
+                    None,
+                    _stoppable(self.journal_refresh, self.stop_event),
+                    settings.journal_interval_s,
+                )
+            )
         for name, projection, run, interval in tasks:
             t = threading.Thread(
                 target=self._maintain, args=(name, projection, run, interval), name=name, daemon=True
@@ -237,9 +252,11 @@ class Worker:
             # An optimize in flight ends when the views close (the index stops its child process).
             t.join(timeout=1)
 
-    def _maintain(self, name: str, projection: str, run: Callable[[], object], interval: float) -> None:
+    def _maintain(
+        self, name: str, projection: str | None, run: Callable[[], object], interval: float
+    ) -> None:
         while not self.stop_event.wait(interval):
-            if projection not in self._held:
+            if projection is not None and projection not in self._held:
                 continue
             try:
                 run()

@@ -286,6 +286,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             note_sweep=engram.note_expiry.sweep,
             note_maintenance=engram.note_maintenance.run,
             note_embedding=engram.packing.embed_pending,
+            journal_refresh=engram.journals.refresh_due,
         )
 
         def stop(*_: Any) -> None:

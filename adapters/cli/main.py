@@ -511,6 +511,10 @@ from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: 
 
 _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|sweep|maintain` (ADR 0048)
 
+from engram.adapters.cli import journal_cmds as _journal  # noqa: E402
+
+_journal.register(cli, command)  # `engram journal refresh|show|memory` (ADR 0054)
+
 
 def main() -> None:
     try:

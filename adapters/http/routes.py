@@ -10,10 +10,10 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Path, Query, Response
 
 from engram.adapters.http.deps import Admin, Being, BeingAccess, Caller, EngramDep, Tokens, parse_as_of
-from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT, SENSITIVE, ApiError
+from engram.adapters.http.problems import ADMIN, BAD_JSON, COMMON, CONFLICT, SENSITIVE, ApiError, Responses
 from engram.adapters.http.schemas import (
     BeingCreate,
     BeingSummary,
@@ -46,6 +46,7 @@ from engram.domain.token import MAX_LABEL_CHARS
 from engram.projections.notes import utc_text
 from engram.services.bootstrap import Engram
 from engram.services.commands import BeingRegistered, Done, NoteInput, NotesTaken, NoteTaken
+from engram.services.journals import JournalRefreshed
 from engram.services.note_lifecycle import NoteChain, NotesMerged, NoteSuperseded
 from engram.services.note_list import DEFAULT_NOTE_LIST, MAX_NOTE_LIST, NoteListed
 from engram.services.pack import DEFAULT_PACK_LIMIT, MAX_PACK_LIMIT, ContextPack
@@ -342,6 +343,66 @@ def sweep_notes(engram: EngramDep, _caller: Admin) -> dict[str, object]:
     """Record the expiry of every note past its `expires_at`, of every being (the worker does it too)."""
     engram.views.ensure(names=["notes"])
     return engram.note_expiry.sweep().as_dict()
+
+
+# -- journals (ADR 0054) --------------------------------------------------------------------------
+# Before the `{kind}/{item_id}` routes, which would otherwise take `journal/{date}`.
+
+MARKDOWN = "text/markdown; charset=utf-8"
+
+
+def _markdown_doc(what: str) -> Responses:
+    return {200: {"description": what, "content": {"text/markdown": {"schema": {"type": "string"}}}}}
+
+
+@v1.get(
+    "/beings/{being}/memory.md",
+    name="memory_md",
+    response_class=Response,
+    tags=["journals"],
+    responses=_markdown_doc("MEMORY.md, rendered from the log's view."),
+)
+def memory_md(being: Being, engram: EngramDep) -> Response:
+    """The being's MEMORY.md (People, Ongoing lore, Recent journal highlights, Source daily logs),
+    rendered from the view, so that every server answers the same whatever its local files hold."""
+    return Response(engram.journals.memory_text(being.ref), media_type=MARKDOWN)
+
+
+@v1.post(
+    "/beings/{being}/memory.md/refresh",
+    name="refresh_journals",
+    response_model=JournalRefreshed,
+    tags=["journals"],
+    responses={**CONFLICT},
+)
+def refresh_journals(
+    being: Being,
+    engram: EngramDep,
+    full: Annotated[
+        bool, Query(description="Rewrite every file, not only the days with new messages.")
+    ] = False,
+) -> JournalRefreshed:
+    """Write the being's journal files on this server now (the worker does it every
+    `ENGRAM_JOURNAL_INTERVAL_S`): the days that got messages since the last refresh, and MEMORY.md."""
+    return engram.journals.refresh(being.ref, full=full)
+
+
+@v1.get(
+    "/beings/{being}/journal/{date}",
+    name="journal_day",
+    response_class=Response,
+    tags=["journals"],
+    responses=_markdown_doc("The day's journal, rendered from the log's view."),
+)
+def journal_day(
+    being: Being,
+    engram: EngramDep,
+    date: Annotated[str, Path(min_length=1, max_length=32, description="The day, YYYY-MM-DD (UTC).")],
+) -> Response:
+    """The being's journal of one UTC day: its header, then one line per journalled message (time,
+    author, cleaned text). 404 when no message of that day was journalled."""
+    _, text = engram.journals.day_text(being.ref, date)
+    return Response(text, media_type=MARKDOWN)
 
 
 # -- memory ---------------------------------------------------------------------------------------
