@@ -47,6 +47,7 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         note_sweep=engram.note_expiry.sweep,
         note_maintenance=engram.note_maintenance.run,
         note_embedding=engram.packing.embed_pending,
+        conversations=engram.summaries.worker_round,
     )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()
