@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from engram.services.pack import Packing
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
+    from engram.services.sessions import Sessions
 
 
 @dataclass
@@ -99,6 +100,13 @@ class Engram:
             timedelta(minutes=self.settings.session_gap_minutes),
             catch_up=lambda: self.views.ensure(names=["beings", "conversations"]),
         )
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        """Sessions as the interfaces show them, and what a context adds for one user (ADR 0053)."""
+        from engram.services.sessions import Sessions
+
+        return Sessions(self)
 
     @cached_property
     def nodes(self) -> NodeCommands:

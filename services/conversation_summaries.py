@@ -158,7 +158,9 @@ class ConversationSummaries:
         if row["rolling_due"] and row["open_session_id"] is not None:
             self._rolling(being_id, conversation_id, UUID(row["open_session_id"]), being, user, row, report)
         if row["spine_due"]:
-            self._spine(being_id, conversation_id, being, user, row["spine_upto"], row["message_count"], report)
+            self._spine(
+                being_id, conversation_id, being, user, row["spine_upto"], row["message_count"], report
+            )
 
     def _session(
         self,
@@ -325,7 +327,13 @@ class ConversationSummaries:
             if latest is not None and latest["method"] == SummaryMethod.EXTRACTIVE.value:
                 report.conversations += 1
                 self._spine(
-                    being_id, UUID(c["id"]), being, c["user_id"], latest["upto"], latest["upto"], report, redo=True
+                    being_id,
+                    UUID(c["id"]),
+                    being,
+                    c["user_id"],
+                    latest["upto"],
+                    latest["upto"],
+                    report,
+                    redo=True,
                 )
         return report
-

@@ -50,7 +50,12 @@ _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+")
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
-STOP_WORDS = frozenset(
+
+def _word_set(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+STOP_WORDS = _word_set(
     """a about above after again against all also am an and any are aren't as at be because been before
     being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't
     down during each few for from further get got had hadn't has hasn't have haven't having he he'd he'll
@@ -63,15 +68,15 @@ STOP_WORDS = frozenset(
     with won't would wouldn't you you'd you'll you're you've your yours yourself yourselves yeah yes ok
     okay oh hey hi hello thanks thank bye wow lol haha sure well much many one two lot lots thing things
     something anything everything going gonna want know think feel see make made way time good great
-    nice cool awesome amazing totally definitely pretty kind sounds sound glad happy love""".split()
+    nice cool awesome amazing totally definitely pretty kind sounds sound glad happy love"""
 )
 
-NOT_PEOPLE = frozenset(
+NOT_PEOPLE = _word_set(
     """I Im Ive Ill Id The This That These Those There Then They Thanks Thank Hey Hello Yes Yeah Wow Sure
     What When Where Which Who Why How Its It And But Also Just Maybe Well Oh Okay Great Good Nice Love
     Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June July
     August September October November December Christmas Easter God Mom Dad Mum English Internet
-    Congrats Congratulations Sorry Happy Hope Let You Your Our We My Me""".split()
+    Congrats Congratulations Sorry Happy Hope Let You Your Our We My Me"""
 )
 
 _GREETING = re.compile(
@@ -99,15 +104,15 @@ _PROJECT = re.compile(
     r"training\s+for|applying|organi[sz]ing)\b",
     re.IGNORECASE,
 )
-POSITIVE = frozenset(
+POSITIVE = _word_set(
     "great love loved happy glad excited awesome amazing wonderful proud fun thanks thank enjoy enjoyed "
-    "fantastic beautiful grateful congrats congratulations cool nice".split()
+    "fantastic beautiful grateful congrats congratulations cool nice"
 )
-NEGATIVE = frozenset(
+NEGATIVE = _word_set(
     "sad sorry angry upset worried worry stressed stress tired hard difficult frustrated annoyed bad "
-    "awful terrible afraid scared lonely hurt sick problem problems struggling".split()
+    "awful terrible afraid scared lonely hurt sick problem problems struggling"
 )
-URGENT = frozenset("urgent asap immediately deadline emergency now".split())
+URGENT = _word_set("urgent asap immediately deadline emergency now")
 
 
 @dataclass(frozen=True)
@@ -201,7 +206,9 @@ def open_loops(found: Sequence[Sentence], freq: Mapping[str, int], count: int = 
     return _best(loops, freq, count)
 
 
-def commitments(found: Sequence[Sentence], freq: Mapping[str, int], count: int = COMMITMENTS) -> list[Sentence]:
+def commitments(
+    found: Sequence[Sentence], freq: Mapping[str, int], count: int = COMMITMENTS
+) -> list[Sentence]:
     said = [s for s in found if _COMMITMENT.search(s.text) and len(s.words) >= MIN_SENTENCE_WORDS]
     return _best(said, freq, count)
 
@@ -319,7 +326,9 @@ def spine(
     item = MAX_SPINE_ITEM_CHARS
     user_sentences = [s for s in found if s.role == "user" and len(s.words) >= MIN_SENTENCE_WORDS]
     new = {
-        "PROFILE": [s.line(item) for s in _best([s for s in user_sentences if _SELF.search(s.text)], freq, 4)],
+        "PROFILE": [
+            s.line(item) for s in _best([s for s in user_sentences if _SELF.search(s.text)], freq, 4)
+        ],
         "PROJECTS": [
             s.line(item)
             for s in _best(

@@ -84,9 +84,7 @@ def message_lines(messages: Sequence[Mapping[str, Any]], being: str) -> str:
     return "\n".join(lines)
 
 
-def rolling_prompt(
-    previous: str | None, new: Sequence[Mapping[str, Any]], being: str, user: str
-) -> str:
+def rolling_prompt(previous: str | None, new: Sequence[Mapping[str, Any]], being: str, user: str) -> str:
     before = (
         f"<summary>{json.dumps(previous, ensure_ascii=False)}</summary>"
         if previous

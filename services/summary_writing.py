@@ -47,7 +47,9 @@ from engram.services.summary_prompts import (
 )
 
 # A summary is plain text: markup is a page or an injection, not a summary.
-_MARKUP = re.compile(r"<\s*/?\s*(?:!doctype|html|head|body|script|style|iframe|div|p|br|a|img)\b", re.IGNORECASE)
+_MARKUP = re.compile(
+    r"<\s*/?\s*(?:!doctype|html|head|body|script|style|iframe|div|p|br|a|img)\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)

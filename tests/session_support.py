@@ -41,7 +41,11 @@ def chat(
     taken = []
     for i, (role, text) in enumerate(lines):
         message = MessageInput(
-            id=f"{prefix}{i}", user=user, role=role, text=text, at=start + i * every  # type: ignore[arg-type]
+            id=f"{prefix}{i}",
+            user=user,
+            role=role,
+            text=text,
+            at=start + i * every,  # type: ignore[arg-type]
         )
         taken.append(engram.messages.take(being, message))
     return taken

@@ -286,7 +286,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             note_sweep=engram.note_expiry.sweep,
             note_maintenance=engram.note_maintenance.run,
             note_embedding=engram.packing.embed_pending,
-        conversations=engram.summaries.worker_round,
+            conversations=engram.summaries.worker_round,
         )
 
         def stop(*_: Any) -> None:

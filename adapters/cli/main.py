@@ -511,6 +511,10 @@ from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: 
 
 _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|sweep|maintain` (ADR 0048)
 
+from engram.adapters.cli import session_cmds as _sessions  # noqa: E402
+
+_sessions.register(cli, command)  # `engram sessions list|show|summarize|resummarize` (ADR 0053)
+
 
 def main() -> None:
     try:
