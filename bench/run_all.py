@@ -82,6 +82,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("notes-sweep", passthrough("notes-sweep", *notes_sweep))
     notes = ("--sizes", "200", "--query-sizes", "200", "--calls", "5") if quick else ()
     runs += per_backend("notes", passthrough("notes", *notes))
+    sessions = ("--sizes", "10", "--sessions", "3") if quick else ()
+    runs.append(BenchRun("sessions", passthrough("sessions", *sessions)))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs
