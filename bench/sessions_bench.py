@@ -71,7 +71,7 @@ def measure(settings: Settings, size: int, sessions: int) -> dict[str, Any]:
                 MessageInput(
                     id=f"{user}-{i}",
                     user=user,
-                    role=LINES[i % len(LINES)][0],  # type: ignore[arg-type]
+                    role=LINES[i % len(LINES)][0],
                     text=f"{LINES[i % len(LINES)][1]} (turn {i})",
                     at=start + timedelta(minutes=i),
                 )

@@ -262,7 +262,8 @@ def session_summary(messages: Sequence[Mapping[str, Any]], being: str = "assista
     found = sentences(messages, being)
     freq = frequencies(found)
     users = sorted({str(m["user_id"]) for m in messages}) or ["nobody"]
-    topics = keywords(freq)
+    named = people(found)
+    topics = keywords(Counter({w: n for w, n in freq.items() if w.capitalize() not in named}))
     about = f" about {', '.join(topics)}" if topics else ""
     one_liner = _cut(f"{len(messages)} messages with {', '.join(users)}{about}", MAX_ONE_LINER_CHARS)
     item = min(MAX_SUMMARY_ITEM_CHARS, 240)
@@ -272,7 +273,7 @@ def session_summary(messages: Sequence[Mapping[str, Any]], being: str = "assista
         "what_mattered": _dedupe(s.line(item) for s in mattered)[:MAX_SUMMARY_ITEMS],
         "open_loops": _dedupe(s.line(item) for s in open_loops(found, freq))[:MAX_SUMMARY_ITEMS],
         "commitments": _dedupe(s.line(item) for s in commitments(found, freq))[:MAX_SUMMARY_ITEMS],
-        "people": people(found)[:MAX_SUMMARY_ITEMS],
+        "people": named[:MAX_SUMMARY_ITEMS],
         "tone": tone(found),
     }
 

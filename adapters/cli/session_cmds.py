@@ -54,7 +54,7 @@ def _print_detail(d: SessionDetail) -> None:
         click.echo(f"refused summary answer ({v.model}, {_when(v.at)}): {v.reason}")
     click.echo(f"messages ({len(d.messages)}):")
     for m in d.messages:
-        who = m.user if m.role == "user" else "assistant"
+        who = m.user if m.role == "user" else d.being
         click.echo(f"  {_when(m.at)}  {who}: {m.text}")
 
 
