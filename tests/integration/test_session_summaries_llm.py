@@ -7,6 +7,7 @@ idle sessions with its clock reading recorded (ADR 0053)."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -18,6 +19,7 @@ from engram.domain.conversation import Conversation
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.config import Settings
 from engram.services.conversation_summaries import ConversationSummaries, NoLLM
+from engram.services.ports import LLMTransientError
 from engram.services.summary_prompts import SUMMARY_PROMPT_VERSION
 from engram.services.summary_writing import SummaryWriter
 from engram.services.worker import Worker
@@ -260,3 +262,58 @@ def test_the_worker_closes_idle_sessions_with_its_clock_reading_and_summarizes_t
         assert closed.seen_at == closing and closed.reason == "idle"
     finally:
         e.close()
+
+
+def test_two_summarisers_racing_to_write_record_one_version(engram: Engram) -> None:
+    """Both compute the same summary, then both write: one wins the conversation's next version, the
+    other loses the race, runs its command again, finds the work done and records nothing."""
+    being_id = _two_sessions(engram)
+    engram.views.ensure()
+    both_computed = threading.Barrier(2, timeout=30)
+
+    class Waiting(SummaryWriter):
+        def session(self, *args: Any, **kwargs: Any) -> Any:
+            written = super().session(*args, **kwargs)
+            both_computed.wait()  # neither records before both have computed
+            return written
+
+    s = engram.summaries
+
+    def summariser() -> ConversationSummaries:
+        writer = Waiting(lambda: None, max_answer_bytes=1024)
+        return ConversationSummaries(
+            engram.store,
+            engram.clock,
+            engram.runner,
+            s.reads,
+            s.being_name,
+            writer,
+            engram.messages,
+            s.session_gap,
+        )
+
+    reports: list[Any] = []
+    threads = [threading.Thread(target=lambda: reports.append(summariser().run_due())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+
+    assert len(reports) == 2 and sorted(r.sessions for r in reports) == [0, 1]
+    assert sum(r.skipped for r in reports) >= 1
+    assert len(_events(engram, being_id, Conversation.SessionSummarized)) == 1
+    assert len(_events(engram, being_id, Conversation.RollingSummarized)) == 1
+    assert len(_events(engram, being_id, Conversation.SpineWritten)) == 1
+
+
+def test_an_llm_out_of_reach_defers_the_work_and_records_nothing(with_llm: Callable[..., Engram]) -> None:
+    llm = ScriptedLLM({"session_summary": LLMTransientError("rate limited")}, fallback=GOOD)
+    engram = with_llm(llm)
+    being_id = _two_sessions(engram)
+
+    report = summarize(engram, "Aria")
+
+    assert report.deferred == 1 and report.sessions == 0 and (report.rolling, report.spines) == (1, 1)
+    assert rows(engram, being_id, "session") == []  # no rejection: nothing was answered
+    conversation = engram.views.conversations.conversation(being_id, "lena")
+    assert conversation is not None and conversation["unsummarized"] == 1
