@@ -8,7 +8,7 @@ events. The method, in short:
   their content words occur in the session (stop words and one-word pleasantries aside), divided by
   the square root of their length so that long sentences do not win by length alone.
 - **Open loops**: questions the user asked and sentences that say something is still to do ("need
-  to", "should", "have to", "must", "remind me"); greetings ("how are you?") are not loops.
+  to", "I should", "have to", "I must", "remind me to"); greetings ("how are you?") are not loops.
 - **Commitments**: "I will / I'll / let me / I promise / I'm going to / we will".
 - **People**: capitalised words that are not at a sentence's start, never written in lower case in
   the session, and not a day, month or pronoun.
@@ -80,18 +80,19 @@ NOT_PEOPLE = _word_set(
 )
 
 _GREETING = re.compile(
-    r"\b(?:how\s+(?:are|have)\s+you|how'?s\s+it\s+going|what'?s\s+up|how\s+was\s+your\s+(?:day|weekend)|"
-    r"how\s+are\s+things|you\s+ok(?:ay)?)\b",
+    r"\b(?:how\s+(?:are|have)\s+you|how'?s\s+it\s+going|what'?s\s+up|how\s+are\s+things|you\s+ok(?:ay)?|"
+    r"how(?:'s|\s+is|\s+was|\s+has)\s+(?:your|the)\s+(?:week|day|weekend|morning|evening|night))\b",
     re.IGNORECASE,
 )
+# "should" and "must" as advice to the other ("you should rest") are not loops; said of oneself they are.
 _STILL_TO_DO = re.compile(
-    r"\b(?:need(?:s)?\s+to|should|have\s+to|has\s+to|(?:I|we|you)\s+must|got\s+to|gotta|remind\s+me\s+to|don'?t\s+forget|"
-    r"still\s+(?:have|need)|to-?do)\b",
+    r"\b(?:need(?:s)?\s+to|(?:I|we)\s+should|should\s+(?:I|we)|have\s+to|has\s+to|(?:I|we)\s+must|"
+    r"got\s+to|gotta|remind\s+me\s+to|don'?t\s+forget|still\s+(?:have|need)|to-?do)\b",
     re.IGNORECASE,
 )
 _COMMITMENT = re.compile(
-    r"\b(?:I\s+will|I'?ll|I’ll|let\s+me|I\s+promise|I'?m\s+going\s+to|I\s+am\s+going\s+to|we\s+will|"
-    r"we'?ll|I\s+plan\s+to|I'?m\s+planning\s+to)\b",
+    r"\b(?:I\s+will|I'll|I’ll|let\s+me|I\s+promise|I'?m\s+going\s+to|I\s+am\s+going\s+to|we\s+will|"
+    r"we'll|we’ll|I\s+plan\s+to|I'?m\s+planning\s+to)\b",
     re.IGNORECASE,
 )
 _SELF = re.compile(
@@ -112,7 +113,7 @@ NEGATIVE = _word_set(
     "sad sorry angry upset worried worry stressed stress tired hard difficult frustrated annoyed bad "
     "awful terrible afraid scared lonely hurt sick problem problems struggling"
 )
-URGENT = _word_set("urgent asap immediately deadline emergency now")
+URGENT = _word_set("urgent asap immediately deadline emergency hurry")
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from engram.adapters.http.schemas import (
     ViewProblem,
 )
 from engram.domain.errors import InvalidInput
+from engram.domain.message import MAX_USER_CHARS
 from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
@@ -177,7 +178,7 @@ def context(
         str | None,
         Query(
             min_length=1,
-            max_length=200,
+            max_length=MAX_USER_CHARS,
             description="Add the conversation with this user: last session summary, rolling summary, spine.",
         ),
     ] = None,

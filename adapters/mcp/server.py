@@ -40,6 +40,7 @@ from engram.adapters.mcp.note_fields import (
     TtlDays,
 )
 from engram.domain.errors import DomainError
+from engram.domain.message import MAX_USER_CHARS
 from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
@@ -410,7 +411,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             Field(
                 None,
                 min_length=1,
-                max_length=200,
+                max_length=MAX_USER_CHARS,
                 description="Add where my conversation with this user stands (summaries, spine).",
             ),
         ] = None,

@@ -108,6 +108,16 @@ def test_http_lists_and_shows_sessions_of_the_being_only(engram: Engram) -> None
         assert client.get("/v1/beings/Aria/sessions", params={"limit": 0}, headers=auth).status_code == 422
         context = client.get("/v1/beings/Aria/context", params={"user": "lena"}, headers=auth).json()
         assert context["conversation"]["rolling"] and "# Your conversation with lena" in context["text"]
+        stranger = client.get("/v1/beings/Aria/context", params={"user": "mo"}, headers=auth).json()
+        assert stranger["conversation"] == {
+            "user": "mo",
+            "last_session": None,
+            "rolling": None,
+            "spine": None,
+            "text": "# Your conversation with mo\nNothing yet: no summary of a session with them.",
+        }
+        long_user = client.get("/v1/beings/Aria/context", params={"user": "x" * 201}, headers=auth)
+        assert long_user.status_code == 422
 
 
 def test_mcp_tools_read_sessions(make_settings: Callable[..., Settings]) -> None:

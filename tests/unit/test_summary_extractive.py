@@ -51,9 +51,20 @@ def test_a_locomo_session_keeps_its_topic_its_promise_and_its_question() -> None
     assert "LGBTQ support group" in mattered and "accepted" in mattered
     assert not any(len(m.split()) < 6 for m in summary["what_mattered"])  # no "Hey Mel!"
     assert summary["open_loops"] == ["Caroline: Is this your own painting?"]
-    assert summary["commitments"] == ["Caroline: Well, I'm off to go do some research."]
+    assert summary["commitments"] == []  # "Well, I'm off to do some research" promises nothing
     assert "Caroline" not in summary["people"] and "Melanie" not in summary["people"]  # the speakers
     assert summary["tone"] == "positive"
+
+
+def test_a_locomo_session_keeps_a_promise() -> None:
+    rows, being = _locomo_session(0, 2)  # Caroline researches adoption agencies
+
+    summary = x.session_summary(rows, being)
+
+    assert summary["commitments"] == [
+        "Caroline: I'll do my best to make sure these kids have a safe and loving home."
+    ]
+    assert "adoption" in summary["one_liner"] and "kids" in summary["one_liner"]
 
 
 def test_a_locomo_rolling_summary_stays_within_600_characters_and_keeps_its_lines() -> None:
