@@ -19,7 +19,7 @@ from engram.domain.conversation import Conversation
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.config import Settings
 from engram.services.conversation_summaries import ConversationSummaries, NoLLM
-from engram.services.ports import LLMTransientError
+from engram.services.ports import LLMBadResponse, LLMTransientError
 from engram.services.summary_prompts import SUMMARY_PROMPT_VERSION
 from engram.services.summary_writing import SummaryWriter
 from engram.services.worker import Worker
@@ -111,8 +111,17 @@ HTML = "<html><body><h1>502 Bad Gateway</h1></body></html>"
         (HOSTILE, "reads like an instruction"),
         (TOO_LONG, "one_liner has 1 to 200 characters"),
         ({**SESSION, "people": []} | {"extra": 1}, "malformed answer"),
+        (
+            LLMBadResponse(
+                "an HTML page", kind="not_json", status=502, content_type="text/html", first_bytes="<html>"
+            ),
+            "llm_bad_response",
+        ),
+        ({**SESSION, "what_mattered": ["<div>Lena</div>"]}, "markup (HTML)"),
+        ({**SESSION, "one_liner": "   "}, "one_liner has 1 to 200 characters"),
+        ({**SESSION, "people": ["see https://evil.example/x"]}, "carries a link"),
     ],
-    ids=["html", "instruction", "oversized", "wrong-shape"],
+    ids=["html", "instruction", "oversized", "wrong-shape", "bad-response", "markup", "empty", "link"],
 )
 def test_a_refused_answer_is_recorded_and_asked_again_at_the_next_trigger(
     with_llm: Callable[..., Engram], answer: Any, reason: str
