@@ -315,6 +315,7 @@ class ConversationSummaries:
         sessions = [
             s for s in reads.sessions(being_id, user=user, limit=limit) if s["summary_method"] == "extractive"
         ]
+        touched = {s["conversation_id"] for s in sessions}
         for s in sorted(sessions, key=lambda s: (s["user_id"], s["ordinal"])):
             self._session(
                 being_id, UUID(s["conversation_id"]), UUID(s["id"]), being, s["user_id"], report, redo=True
@@ -325,7 +326,7 @@ class ConversationSummaries:
                 continue
             latest = reads.latest_spine(being_id, c["id"])
             if latest is not None and latest["method"] == SummaryMethod.EXTRACTIVE.value:
-                report.conversations += 1
+                touched.add(c["id"])
                 self._spine(
                     being_id,
                     UUID(c["id"]),
@@ -336,4 +337,5 @@ class ConversationSummaries:
                     report,
                     redo=True,
                 )
+        report.conversations = len(touched)
         return report

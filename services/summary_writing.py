@@ -181,10 +181,8 @@ class SummaryWriter:
         prompt = rolling_prompt(previous, new, being, user)
         return self._ask(SummaryKind.ROLLING, ROLLING_TASK, prompt, RollingAnswer, new, check)
 
-    def session(
-        self, messages: Sequence[Mapping[str, Any]], being: str, user: str, *, use_llm: bool = True
-    ) -> Outcome:
-        if self.llm() is None or not use_llm:
+    def session(self, messages: Sequence[Mapping[str, Any]], being: str, user: str) -> Outcome:
+        if self.llm() is None:
             return Written(extractive.session_summary(messages, being), SummaryMethod.EXTRACTIVE)
 
         def check(plan: Any) -> dict[str, Any]:

@@ -234,7 +234,7 @@ def test_resummarize_writes_llm_versions_of_extractive_summaries(
     later = with_llm(llm)
     report = later.summaries.resummarize("Aria", user="lena")
 
-    assert (report.sessions, report.spines) == (1, 1)
+    assert (report.conversations, report.sessions, report.spines) == (1, 1, 1)
     sessions = sorted(r["method"] for r in rows(later, being_id, "session"))
     spines = sorted((r["version"], r["method"]) for r in rows(later, being_id, "spine"))
     assert sessions == ["extractive", "llm"] and spines == [(1, "extractive"), (2, "llm")]
