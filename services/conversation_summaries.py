@@ -29,7 +29,7 @@ from engram.domain.conversation import ROLLING_EVERY, Conversation, SummaryMetho
 from engram.projections.conversation_queries import ConversationReads
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
-from engram.services.errors import ServiceError
+from engram.services.errors import ServiceError, StorageFull
 from engram.services.messages import MessageCommands
 from engram.services.ports import Clock
 from engram.services.runner import CommandRunner
@@ -114,7 +114,15 @@ class ConversationSummaries:
         by_being: dict[str, list[UUID]] = defaultdict(list)
         for row in rows:
             by_being[row["being_id"]].append(UUID(row["id"]))
-        return sum(self.messages.close_idle(being, ids, now) for being, ids in by_being.items())
+        closed = 0
+        for being, ids in by_being.items():
+            try:
+                closed += self.messages.close_idle(being, ids, now)
+            except StorageFull:  # nothing more can be written: the next round tries again
+                raise
+            except Exception:  # one being's trouble never keeps the others' sessions open
+                log.error("closing idle sessions failed", being_id=being, exc_info=True)
+        return closed
 
     # -- what is due ----------------------------------------------------------------------------
 
@@ -140,6 +148,8 @@ class ConversationSummaries:
             report.conversations += 1
             try:
                 self._conversation(row, report)
+            except StorageFull:  # nothing more can be written: the next round tries again
+                raise
             except Exception as exc:  # one conversation's trouble never stops the others
                 if being_ref is not None:
                     raise

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 from uuid import UUID
+
+import pytest
 
 from engram.domain.conversation import MAX_ROLLING_CHARS, check_session_summary, check_spine
 from engram.services.bootstrap import Engram
@@ -59,3 +62,29 @@ def test_the_rolling_summary_keeps_every_version_each_built_on_the_one_before(en
     # Nothing the first version held is lost while the text fits its 600 characters.
     assert all(line in second.split("\n") for line in first.split("\n"))
     assert len(second) <= MAX_ROLLING_CHARS
+
+
+def test_the_worker_round_goes_on_past_a_conversation_that_fails(
+    engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    being_id = _aria(engram)
+    for user in ("ann", "bob"):
+        chat(engram, "Aria", user, CHAT[:4], prefix=user)
+    engram.views.ensure()
+    writer = engram.summaries.writer
+    rolling = writer.rolling
+
+    def failing(previous: Any, session: Any, new: Any, being: str, user: str) -> Any:
+        if user == "ann":
+            raise RuntimeError("ann's summary broke")
+        return rolling(previous, session, new, being, user)
+
+    monkeypatch.setattr(writer, "rolling", failing)
+
+    report = engram.summaries.worker_round()
+
+    assert report.rolling == 1 and len(report.errors) == 1 and "ann's summary broke" in report.errors[0]
+    done = {r["user_id"] for r in rows(engram, being_id, "rolling")}
+    assert done == {"bob"}
+    with pytest.raises(RuntimeError, match="ann's summary broke"):  # asked for one being: it says so
+        engram.summaries.run_due("Aria")
