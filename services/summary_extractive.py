@@ -47,7 +47,7 @@ MIN_SENTENCE_WORDS = 4  # shorter sentences ("Hey Mel!", "Thanks!") say nothing 
 MIN_CONTENT_WORDS = 2  # "Wow, love that painting!" repeats a topic but adds nothing to it
 
 _SENTENCE = re.compile(r"(?<=[.!?…])\s+|\n+")
-_WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+")
+_WORD = re.compile(r"[^\W\d_][\w'’-]*|\d+")  # words of any script
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
 
@@ -268,7 +268,7 @@ def session_summary(messages: Sequence[Mapping[str, Any]], being: str = "assista
     about = f" about {', '.join(topics)}" if topics else ""
     one_liner = _cut(f"{len(messages)} messages with {', '.join(users)}{about}", MAX_ONE_LINER_CHARS)
     item = min(MAX_SUMMARY_ITEM_CHARS, 240)
-    mattered = top(found, freq, WHAT_MATTERED) or [s for s in found if s.words][:1]
+    mattered = top(found, freq, WHAT_MATTERED) or found[:1]
     return {
         "one_liner": one_liner,
         "what_mattered": _dedupe(s.line(item) for s in mattered)[:MAX_SUMMARY_ITEMS],

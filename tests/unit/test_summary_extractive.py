@@ -120,3 +120,21 @@ def test_the_spine_merges_the_previous_version_and_keeps_the_newest_over_the_bou
     assert spine["PROJECTS"][-1].startswith("lena: I'm planning a trip with Ines")
     assert spine["PEOPLE"] == ["Tomas", "Ines"]  # a name said again is not doubled
     assert spine["OPEN_LOOPS"] == previous["OPEN_LOOPS"]
+
+
+def test_another_script_is_scored_by_its_own_words() -> None:
+    rows = _rows(
+        [
+            ("user", "Привет! Я работаю в больнице медсестрой."),
+            ("user", "Больница очень большая, работа в больнице трудная."),
+            ("user", "Больница далеко от дома, но работа нравится."),
+        ],
+        "olga",
+    )
+
+    summary = x.session_summary(rows, "Aria")
+
+    assert check_session_summary(summary) == summary
+    assert summary["one_liner"] == "3 messages with olga about больница, больнице, работа"
+    assert "olga: Больница очень большая, работа в больнице трудная." in summary["what_mattered"]
+    assert "olga: Привет!" not in summary["what_mattered"]  # a greeting of one word scores nothing
