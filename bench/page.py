@@ -753,6 +753,36 @@ def notes(results: dict[str, Result]) -> str | None:
     )
 
 
+def sessions(r: Result) -> str:
+    rows = [
+        (
+            run["messages_per_session"],
+            run["close"]["sessions"],
+            f"{_ms(run['close']['median_ms'])} / {_ms(run['close']['p95_ms'])}",
+            f"{_ms(run['summarize']['median_ms'])} / {_ms(run['summarize']['p95_ms'])}",
+            f"{_ms(run['close_and_summarize']['median_ms'])} / {_ms(run['close_and_summarize']['p95_ms'])}",
+            f"{_ms(run['extract']['median_ms'])} / {_ms(run['extract']['p95_ms'])}",
+            run["spines"],
+        )
+        for run in r["runs"]
+    ]
+    return _section(
+        "Session close and extractive summary",
+        "engram bench sessions",
+        r,
+        [
+            "SQLite, no LLM (the extractive method, ADR 0053); each session a conversation of its own. "
+            "*close*: the worker's idle close of the session, the view caught up; *summarize*: the "
+            "summariser's round for the being (the session summary, and a spine once 20 messages were "
+            "said), the view caught up; *extract*: the extractive session summary alone. Median / p95 in "
+            "ms per session.",
+            table(
+                ["messages", "sessions", "close", "summarize", "close + summarize", "extract", "spines"], rows
+            ),
+        ],
+    )
+
+
 def goals(results: dict[str, Result]) -> str | None:
     """One line per goal the issues set, with this run's figure and whether it was met."""
     rows: list[tuple[str, str, str]] = []
@@ -932,6 +962,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("notes-sweep", notes_sweep),
     ("notes", notes),
     ("journal", journal),
+    ("sessions", lambda rs: sessions(rs["sessions"]) if "sessions" in rs else None),
 )
 
 

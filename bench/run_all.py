@@ -84,6 +84,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("notes", passthrough("notes", *notes))
     journal = ("--messages", "2000", "--increments", "10,100", "--per-day", "200") if quick else ()
     runs += per_backend("journal", passthrough("journal", *journal))
+    sessions = ("--sizes", "10", "--sessions", "3") if quick else ()
+    runs.append(BenchRun("sessions", passthrough("sessions", *sessions)))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs

@@ -432,11 +432,13 @@ class Conversation(BeingScopedAggregate):
         model: str | None = None,
         prompt_version: str | None = None,
         answer: str | None = None,
+        redo: bool = False,
     ) -> None:
-        if not self.spine_upto < upto_count <= self.message_count:
-            raise InvalidInput(
-                f"upto_count is {self.spine_upto + 1} to {self.message_count}", field="upto_count"
-            )
+        """`redo`: a new version of the latest spine covering no more messages than it (`sessions
+        resummarize` writing an LLM version of an extractive spine)."""
+        lowest = max(self.spine_upto, 1) if redo else self.spine_upto + 1
+        if not lowest <= upto_count <= self.message_count:
+            raise InvalidInput(f"upto_count is {lowest} to {self.message_count}", field="upto_count")
         self._emit(
             self.SpineWritten,
             at,

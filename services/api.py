@@ -51,6 +51,11 @@ A note's lifecycle (ADR 0048) is `note_lifecycle`: `supersede(being, old, by)`, 
 (its chain both ways) and `merge(being, ids, use_llm=True)` (one summary note that supersedes them);
 `note_expiry.sweep()` and `note_maintenance.run()` are what the worker runs periodically.
 
+Conversation sessions (ADR 0053) are `sessions`: `list(being, user=None)` and `show(session_id,
+being)`; `summaries.run_due(being)` writes the session, rolling and spine summaries that are due (the
+worker does it every few seconds), `summaries.resummarize(being)` redoes extractive ones with the LLM;
+`reading.context(being, user="lena")` adds where the conversation with that user stands.
+
 Several processes may use an embedded data directory at once (this one beside `engram serve`, say):
 the first that needs the vector index owns it and the others reach it through that process (ADR 0036).
 For several machines, use PostgreSQL (`database_url=...`) and a Qdrant server (`qdrant_url=...`).

@@ -30,6 +30,7 @@ from engram.services.store import AggregateStore
 from engram.services.views import Views
 
 if TYPE_CHECKING:
+    from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.journals import Journals
     from engram.services.listing import Listing
     from engram.services.note_expiry import NoteExpirySweep
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from engram.services.pack import Packing
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
+    from engram.services.sessions import Sessions
 
 
 @dataclass
@@ -72,6 +74,40 @@ class Engram:
         return MessageCommands(
             self.store, self.clock, self.runner, timedelta(minutes=self.settings.session_gap_minutes)
         )
+
+    @cached_property
+    def summaries(self) -> ConversationSummaries:
+        """The summariser: session, rolling and spine summaries, idle sessions closed (ADR 0053)."""
+        from datetime import timedelta
+
+        from engram.services.conversation_summaries import ConversationSummaries
+        from engram.services.summary_writing import SummaryWriter
+
+        def being_name(being_id: Any) -> str:
+            row = self.views.read.being(being_id)
+            return str(row["name"]) if row is not None else "assistant"
+
+        return ConversationSummaries(
+            self.store,
+            self.clock,
+            self.runner,
+            lambda: self.views.conversations,
+            being_name,
+            SummaryWriter(
+                lambda: self.llm if self.llm.available else None,
+                max_answer_bytes=self.settings.llm_max_answer_kib * 1024,
+            ),
+            self.messages,
+            timedelta(minutes=self.settings.session_gap_minutes),
+            catch_up=lambda: self.views.ensure(names=["beings", "conversations"]),
+        )
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        """Sessions as the interfaces show them, and what a context adds for one user (ADR 0053)."""
+        from engram.services.sessions import Sessions
+
+        return Sessions(self)
 
     @cached_property
     def nodes(self) -> NodeCommands:

@@ -36,6 +36,7 @@ from engram.services.errors import NotFound
 from engram.services.ports import Reads
 from engram.services.query_text import strip_words
 from engram.services.ranking import profile, rank
+from engram.services.sessions import ConversationContext, conversation_context
 from engram.services.thresholds import thresholds_for
 
 RECALL_LIMIT = 3
@@ -155,7 +156,12 @@ class ContextView(BaseModel):
         "the snapshot rendered, and the being acknowledging it."
     )
     recent_text: str = Field(description="Block 2-B rendered: to inject with each turn.")
-    text: str = Field(description="The three blocks rendered in one text, in order.")
+    text: str = Field(description="The three blocks rendered in one text, in order (then the conversation).")
+    conversation: ConversationContext | None = Field(
+        None,
+        description="With a `user`: the latest session summary, the open session's rolling summary and "
+        "the summary spine of the conversation with them (rendered at the end of `text`).",
+    )
 
 
 @dataclass(frozen=True)
@@ -440,10 +446,13 @@ class Reading:
 
     # -- context -------------------------------------------------------------------------------
 
-    def context(self, being_ref: str) -> ContextView:
+    def context(self, being_ref: str, user: str | None = None) -> ContextView:
         """The spec's three blocks: 1-A (system prompt), 1-B (snapshot, also as a prefix message
-        pair) and 2-B (recent memories), as data and rendered."""
+        pair) and 2-B (recent memories), as data and rendered; with `user`, where the conversation
+        with them stands (ADR 0053)."""
         being_id = self.being(being_ref)
+        if user is not None:
+            check_text("user", user)
         read = self.e.views.read
         being = read.being(being_id)
         assert being is not None
@@ -493,6 +502,7 @@ class Reading:
             }
             for r in recent
         ]
+        conversation = conversation_context(self.e.views.conversations, being_id, user) if user else None
         system_text = render_system_prompt(system_prompt)
         snapshot_text = render_snapshot(snapshot)
         recent_text = render_recent(recent_nodes)
@@ -507,7 +517,10 @@ class Reading:
                 PrefixMessage(role="assistant", content=SNAPSHOT_ACKNOWLEDGED),
             ],
             recent_text=recent_text,
-            text="\n\n".join((system_text, snapshot_text, recent_text)),
+            text="\n\n".join(
+                (system_text, snapshot_text, recent_text, *([conversation.text] if conversation else []))
+            ),
+            conversation=conversation,
         )
 
 

@@ -145,6 +145,7 @@ class Worker:
         note_maintenance: Callable[..., object] | None = None,
         note_embedding: Callable[..., object] | None = None,
         journal_refresh: Callable[..., object] | None = None,
+        conversations: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
@@ -155,7 +156,9 @@ class Worker:
         `ENGRAM_NOTE_EMBED_INTERVAL_S` (0: never) while this worker runs the notes' search view
         (ADR 0049); `journal_refresh` (`Engram.journals.refresh_due`): every `ENGRAM_JOURNAL_INTERVAL_S`
         (0: never) whatever views this worker runs, for each worker writes its own local folder
-        (ADR 0054); each takes `stopping=`."""
+        (ADR 0054); `conversations` (`Engram.summaries.worker_round`): closes idle sessions and writes
+        the summaries due every `ENGRAM_CONVERSATION_INTERVAL_S` (0: never) while this worker runs the
+        conversations view (ADR 0053); each takes `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -176,6 +179,7 @@ class Worker:
         self.note_maintenance = note_maintenance
         self.note_embedding = note_embedding
         self.journal_refresh = journal_refresh
+        self.conversations = conversations
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -222,6 +226,7 @@ class Worker:
             ("note-expiry-sweep", self.note_sweep, "notes", settings.note_sweep_interval_s),
             ("note-maintenance", self.note_maintenance, "notes", settings.note_maintenance_interval_s),
             ("note-embedding", self.note_embedding, "note_search", settings.note_embed_interval_s),
+            ("conversation-summaries", self.conversations, "conversations", settings.conversation_interval_s),
         ):
             if note_run is not None and view in self.names and every > 0:
                 # Reads that view: only the worker that keeps it current runs them.

@@ -105,6 +105,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "journal_bench",
         "Journal refresh of a being with 100k messages: full, and after 100 / 1,000 / 10,000 new (ADR 0054).",
     )
+    _passthrough(
+        "sessions",
+        "sessions_bench",
+        "Session close and extractive summary cost per session, for sessions of 10 and 100 messages.",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -514,6 +514,9 @@ _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|
 from engram.adapters.cli import journal_cmds as _journal  # noqa: E402
 
 _journal.register(cli, command)  # `engram journal refresh|show|memory` (ADR 0054)
+from engram.adapters.cli import session_cmds as _sessions  # noqa: E402
+
+_sessions.register(cli, command)  # `engram sessions list|show|summarize|resummarize` (ADR 0053)
 
 
 def main() -> None:

@@ -170,15 +170,21 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
     @cli.command("context")
     @click.argument("being_ref", metavar="BEING")
+    @click.option(
+        "--user",
+        help="Add where the conversation with this user stands: last session, this session, the spine.",
+    )
     @command
-    def context(ctx: Any, being_ref: str, *, as_json: bool) -> None:
+    def context(ctx: Any, being_ref: str, user: str | None, *, as_json: bool) -> None:
         """The conversation context of BEING: system prompt, snapshot and recent memories, ready to use.
 
         --json gives each block as data and rendered: `system_text` (the system prompt), `messages`
         (the snapshot as a user + assistant message pair to start a conversation with) and
-        `recent_text` (to inject with each turn); `text` is the three together.
+        `recent_text` (to inject with each turn); `text` is the three together. With --user, the
+        latest session summary, the open session's rolling summary and the summary spine of the
+        conversation with that user follow (`conversation`).
         """
-        result = ctx.engram.reading.context(being_ref)
+        result = ctx.engram.reading.context(being_ref, user=user)
         if as_json:
             emit_json(result.model_dump())
         else:

@@ -40,6 +40,7 @@ from engram.adapters.http.schemas import (
     ViewProblem,
 )
 from engram.domain.errors import InvalidInput
+from engram.domain.message import MAX_USER_CHARS
 from engram.domain.node import NodeStatus
 from engram.domain.note import MAX_IDEMPOTENCY_KEY_CHARS, NoteKind
 from engram.domain.token import MAX_LABEL_CHARS
@@ -171,12 +172,27 @@ def define_soul(body: SoulIn, being: Being, engram: EngramDep) -> Done:
 
 
 @v1.get("/beings/{being}/context", name="context", response_model=ContextView, tags=["memory"])
-def context(being: Being, engram: EngramDep) -> ContextView:
+def context(
+    being: Being,
+    engram: EngramDep,
+    user: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=MAX_USER_CHARS,
+            description="Add the conversation with this user: last session summary, rolling summary, spine.",
+        ),
+    ] = None,
+) -> ContextView:
     """The being's context: system prompt (soul, think_md, rules, preferences, relationships, tools,
     map), snapshot and recent memories, as data and rendered; `messages` is the snapshot as the user +
-    assistant pair to start a conversation with."""
-    return engram.reading.context(being.ref)
+    assistant pair to start a conversation with. With `user`, `conversation` holds where the
+    conversation with them stands."""
+    return engram.reading.context(being.ref, user=user)
 
+
+# `/beings/{being}/sessions…` (ADR 0053), registered before `/beings/{being}/{kind}/{item_id}` would take them.
+from engram.adapters.http import session_routes as _session_routes  # noqa: E402,F401
 
 # -- notes ----------------------------------------------------------------------------------------
 

@@ -40,6 +40,7 @@ from engram.adapters.mcp.note_fields import (
     TtlDays,
 )
 from engram.domain.errors import DomainError
+from engram.domain.message import MAX_USER_CHARS
 from engram.domain.scene import Scene
 from engram.services.beings import resolve_being
 from engram.services.bootstrap import Engram
@@ -404,12 +405,23 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         return await _take_note(session, kind, text, idempotency_key, source_ref, lifecycle)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=True)
-    async def context() -> Annotated[CallToolResult, ContextView]:
+    async def context(
+        user: Annotated[
+            str | None,
+            Field(
+                None,
+                min_length=1,
+                max_length=MAX_USER_CHARS,
+                description="Add where my conversation with this user stands (summaries, spine).",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, ContextView]:
         """The conversation context: persona (soul, reflections, rules, preferences,
         relationships, tools, map), snapshot (unread to-dos and reminders, knowledge, the last 7 days
         of diary) and the 5 most recent memories, ready to use as text; `messages` holds the snapshot
-        as a user + assistant message pair to start a conversation with."""
-        view = await session.call(reading.context, being)
+        as a user + assistant message pair to start a conversation with. With `user`: the last
+        session's summary, this session's rolling summary and the summary spine of that conversation."""
+        view = await session.call(reading.context, being, user)
         return CallToolResult(
             content=[TextContent(type="text", text=view.text)], structured_content=view.model_dump()
         )
@@ -469,6 +481,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         content = [TextContent(type="text", text=found.text)] if found.text else []
         return CallToolResult(content=content, structured_content=found.model_dump())
 
+    from engram.adapters.mcp.session_tools import add_session_tools
+
+    add_session_tools(server, session)  # `list_sessions`, `show_session` (ADR 0053)
     return server
 
 

@@ -55,6 +55,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "memory",
         "notes-sweep-sqlite",
         "notes-sqlite",
+        "sessions",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -108,6 +109,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## HTTP overhead",
         "## One-shot reads through the CLI",
         "## Memory and disk",
+        "## Session close and extractive summary",
         "## Context pack and notes list",
         "## What the figures mean for a deployment",
     ):

@@ -690,6 +690,29 @@ def test_a_notes_lifecycle_over_the_wire(world: World) -> None:
     assert set(_ok(c.post("/v1/admin/notes/sweep"))) >= {"expired", "skipped", "batches", "at"}
 
 
+def test_sessions_over_the_wire(world: World) -> None:
+    """Messages taken in another process (the Python API on the same data); their sessions read
+    through the server (ADR 0053)."""
+    from engram.services.bootstrap import bootstrap
+    from engram.services.config import Settings
+    from tests.session_support import CHAT, chat
+
+    settings = Settings(
+        data_dir=Path(world.env["ENGRAM_DATA_DIR"]),
+        database_url=world.database_url,
+        embedder="hashing",
+        llm="none",
+    )
+    with bootstrap(settings) as e:
+        [first, *_] = chat(e, "Bo", "lena", CHAT[:4], prefix="wire")
+    c = world.as_admin
+    listed = _ok(c.get("/v1/beings/Bo/sessions", params={"user": "lena"}))
+    assert [(s["id"], s["turns"], s["ended_at"]) for s in listed["sessions"]] == [(first.session_id, 4, None)]
+    shown = _ok(c.get(f"/v1/beings/Bo/sessions/{first.session_id}"))
+    assert [m["id"] for m in shown["messages"]] == ["wire0", "wire1", "wire2", "wire3"]
+    _problem(c.get(f"/v1/beings/Aria/sessions/{first.session_id}"), 404, "not_found")
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

@@ -48,6 +48,8 @@ TOOLS = {
     "supersede_note",
     "merge_notes",
     "pack",
+    "list_sessions",  # ADR 0053
+    "show_session",
 }
 
 

@@ -1,0 +1,41 @@
+"""The Conversation's summary rules the summariser relies on (ADR 0052, 0053)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from uuid import uuid4
+
+import pytest
+
+from engram.domain.conversation import SPINE_SECTIONS, Conversation
+from engram.domain.errors import InvalidInput
+
+T0 = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+SPINE = {s: [f"{s.lower()} item"] for s in SPINE_SECTIONS}
+
+
+def _conversation(messages: int) -> Conversation:
+    c = Conversation.start(uuid4(), uuid4(), "lena", T0)
+    for i in range(messages):
+        at = T0 + timedelta(minutes=i)
+        c.hear(uuid4(), at, "user", f"message {i}", at, timedelta(minutes=30))
+    return c
+
+
+def test_a_spine_covers_new_messages_unless_it_redoes_the_latest() -> None:
+    c = _conversation(20)
+    c.write_spine(SPINE, 20, T0, method="extractive")
+    with pytest.raises(InvalidInput, match="upto_count is 21 to 20"):
+        c.write_spine(SPINE, 20, T0, method="llm", model="m", prompt_version="v")
+
+    c.write_spine(SPINE, 20, T0, method="llm", model="m", prompt_version="v", redo=True)
+
+    assert (c.spine_version, c.spine_upto) == (2, 20)
+    with pytest.raises(InvalidInput, match="upto_count is 20 to 20"):  # a redo never covers less
+        c.write_spine(SPINE, 19, T0, method="llm", model="m", prompt_version="v", redo=True)
+
+
+def test_no_spine_is_redone_before_a_message_was_said() -> None:
+    c = _conversation(0)
+    with pytest.raises(InvalidInput, match="upto_count is 1 to 0"):
+        c.write_spine(SPINE, 0, T0, method="extractive", redo=True)
