@@ -263,6 +263,7 @@ class Conversation(BeingScopedAggregate):
 
         def apply(self, c: Conversation) -> None:
             c.rejections += 1
+            c.refused[self.kind] = c.message_count
 
     def __init__(self, being_id: UUID, user: str) -> None:
         self.being_id = being_id
@@ -281,6 +282,9 @@ class Conversation(BeingScopedAggregate):
         self.spine: dict[str, list[str]] | None = None
         self.spine_upto = 0
         self.rejections = 0
+        # kind -> the message count when an LLM answer for it was last refused: that work is asked
+        # again at its next trigger, the conversation's next message, not at every worker round.
+        self.refused: dict[str, int] = {}
 
     @classmethod
     def start(cls, conversation_id: UUID, being_id: UUID, user: str, at: datetime) -> Conversation:
@@ -354,13 +358,27 @@ class Conversation(BeingScopedAggregate):
 
     # -- what is due ----------------------------------------------------------------------------
 
+    def retry_allowed(self, kind: SummaryKind | str) -> bool:
+        """False while the last answer for `kind` was refused and no message came since (a refused
+        summary is asked again at the next trigger, never in a loop)."""
+        return self.refused.get(SummaryKind(kind).value, -1) < self.message_count
+
     @property
     def rolling_due(self) -> bool:
-        return self.open is not None and self.open["turns"] - self.open["rolled_turns"] >= ROLLING_EVERY
+        return (
+            self.open is not None
+            and self.open["turns"] - self.open["rolled_turns"] >= ROLLING_EVERY
+            and self.retry_allowed(SummaryKind.ROLLING)
+        )
 
     @property
     def spine_due(self) -> bool:
-        return self.message_count - self.spine_upto >= SPINE_EVERY
+        return self.message_count - self.spine_upto >= SPINE_EVERY and self.retry_allowed(SummaryKind.SPINE)
+
+    @property
+    def sessions_due(self) -> bool:
+        """Closed sessions wait for their summary (and the last answer was not refused since)."""
+        return bool(self.unsummarized) and self.retry_allowed(SummaryKind.SESSION)
 
     # -- summaries --------------------------------------------------------------------------------
 

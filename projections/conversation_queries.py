@@ -39,7 +39,7 @@ class ConversationReads:
     def due(self, being_id: UUID | None = None, limit: int = 100) -> list[Row]:
         """Conversations with summarising work due: a rolling summary, a spine, closed sessions to
         summarize (all beings' when `being_id` is None: the worker's round)."""
-        where = "(rolling_due OR spine_due OR unsummarized > 0)"
+        where = "(rolling_due OR spine_due OR sessions_due)"
         params: list[Any] = []
         if being_id is not None:
             where = f"being_id = ? AND {where}"

@@ -69,7 +69,12 @@ CONVERSATIONS = TableSpec(
         "spine_upto": "int",
         "spine_due": "bool",
         "unsummarized": "int",  # closed sessions without a summary yet
+        "sessions_due": "bool",  # unsummarized, and no refused answer since the last message
         "rejections": "int",
+        # the message count when an LLM answer was last refused, per kind: due again after it
+        "rolling_refused_at": "int",
+        "session_refused_at": "int",
+        "spine_refused_at": "int",
         "created_at": "text",
         "version": "int",
         "position": "int",
@@ -77,7 +82,7 @@ CONVERSATIONS = TableSpec(
     indexes=(
         Index("user", ("being_id", "user_id")),
         Index("idle", ("last_received",), where="open_session_id IS NOT NULL"),
-        Index("due", ("being_id",), where="rolling_due OR spine_due OR unsummarized > 0"),
+        Index("due", ("being_id",), where="rolling_due OR spine_due OR sessions_due"),
     ),
 )
 
@@ -139,7 +144,7 @@ SUMMARIES = TableSpec(
 
 class ConversationsView(Projection):
     name = "conversations"
-    schema_version = 1
+    schema_version = 2  # 2: a refused summary waits for the next message (sessions_due, *_refused_at)
     tables = (MESSAGES, CONVERSATIONS, SESSIONS, SUMMARIES)
 
     def prefetch(self, batch: Batch, events: Any) -> None:
@@ -158,10 +163,19 @@ class ConversationsView(Projection):
 
     def _put_conversation(self, batch: Batch, e: Any, row: dict[str, Any], **changes: Any) -> None:
         row.update(changes, version=e.originator_version, position=batch.position)
+        # As `Conversation.rolling_due`, `spine_due` and `sessions_due` have it.
+        count = row["message_count"]
         row["rolling_due"] = (
-            row["open_session_id"] is not None and row["open_turns"] - row["rolled_turns"] >= ROLLING_EVERY
+            row["open_session_id"] is not None
+            and row["open_turns"] - row["rolled_turns"] >= ROLLING_EVERY
+            and (row["rolling_refused_at"] is None or row["rolling_refused_at"] < count)
         )
-        row["spine_due"] = row["message_count"] - row["spine_upto"] >= SPINE_EVERY
+        row["spine_due"] = count - row["spine_upto"] >= SPINE_EVERY and (
+            row["spine_refused_at"] is None or row["spine_refused_at"] < count
+        )
+        row["sessions_due"] = row["unsummarized"] > 0 and (
+            row["session_refused_at"] is None or row["session_refused_at"] < count
+        )
         batch.conversations.put(row)
 
     def _session(self, batch: Batch, session_id: Any) -> dict[str, Any]:
@@ -237,7 +251,11 @@ class ConversationsView(Projection):
                 "spine_upto": 0,
                 "spine_due": False,
                 "unsummarized": 0,
+                "sessions_due": False,
                 "rejections": 0,
+                "rolling_refused_at": None,
+                "session_refused_at": None,
+                "spine_refused_at": None,
                 "created_at": utc_text(e.timestamp),
                 "version": e.originator_version,
                 "position": batch.position,
@@ -376,5 +394,6 @@ class ConversationsView(Projection):
     @handles(Conversation.SummaryRejected)
     def _rejected(self, batch: Batch, e: Conversation.SummaryRejected) -> None:
         row = self._conversation(batch, e)
-        self._put_conversation(batch, e, row, rejections=row["rejections"] + 1)
+        refused = {f"{e.kind}_refused_at": row["message_count"]}
+        self._put_conversation(batch, e, row, rejections=row["rejections"] + 1, **refused)
         self._summary(batch, e, e.kind, content=None, method="rejected", reason=e.reason)

@@ -25,7 +25,7 @@ from uuid import UUID
 
 import structlog
 
-from engram.domain.conversation import ROLLING_EVERY, Conversation, SummaryMethod
+from engram.domain.conversation import ROLLING_EVERY, Conversation, SummaryKind, SummaryMethod
 from engram.projections.conversation_queries import ConversationReads
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
@@ -163,7 +163,8 @@ class ConversationSummaries:
         being_id, conversation_id, user = UUID(row["being_id"]), UUID(row["id"]), row["user_id"]
         being = self.being_name(being_id)
         reads = self.reads()
-        for session in reads.sessions_to_summarize(being_id, conversation_id):
+        sessions = reads.sessions_to_summarize(being_id, conversation_id) if row["sessions_due"] else []
+        for session in sessions:
             self._session(being_id, conversation_id, UUID(session["id"]), being, user, report)
         if row["rolling_due"] and row["open_session_id"] is not None:
             self._rolling(being_id, conversation_id, UUID(row["open_session_id"]), being, user, row, report)
@@ -187,7 +188,7 @@ class ConversationSummaries:
         outcome = self.writer.session(messages, being, user)
 
         def still_due(c: Conversation) -> bool:
-            return redo or session_id in c.unsummarized
+            return redo or (session_id in c.unsummarized and c.sessions_due)
 
         def record(c: Conversation, w: Written) -> None:
             c.summarize_session(session_id, w.content, self.clock.now(), **w.recorded())
@@ -217,7 +218,12 @@ class ConversationSummaries:
         outcome = self.writer.rolling(previous, by_number[:upto], new, being, user)
 
         def still_due(c: Conversation) -> bool:
-            return c.open is not None and c.open["id"] == session_id and c.open["rolled_turns"] < upto
+            return (
+                c.open is not None
+                and c.open["id"] == session_id
+                and c.open["rolled_turns"] < upto
+                and c.retry_allowed(SummaryKind.ROLLING)
+            )
 
         def record(c: Conversation, w: Written) -> None:
             c.summarize_rolling(w.content, upto, self.clock.now(), **w.recorded())
@@ -259,7 +265,11 @@ class ConversationSummaries:
         outcome = self.writer.spine(previous, summaries, messages, being, user)
 
         def still_due(c: Conversation) -> bool:
-            return (c.spine_upto <= upto) if redo else (c.spine_upto < upto)
+            return (
+                (c.spine_upto <= upto)
+                if redo
+                else (c.spine_upto < upto and c.retry_allowed(SummaryKind.SPINE))
+            )
 
         def record(c: Conversation, w: Written) -> None:
             c.write_spine(w.content, upto, self.clock.now(), redo=redo, **w.recorded())

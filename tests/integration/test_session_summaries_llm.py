@@ -141,9 +141,20 @@ def test_a_refused_answer_is_recorded_and_asked_again_at_the_next_trigger(
     conversation = engram.views.conversations.conversation(being_id, "lena")
     assert conversation is not None and conversation["unsummarized"] == 1 and conversation["rejections"] == 1
 
-    if asked == 1:
-        llm.script["session_summary"] = SESSION
-    second = summarize(engram, "Aria")  # the next trigger: the work is still due
+    llm.script["session_summary"] = SESSION
+    again = summarize(engram, "Aria")  # no message since the refusal: not asked again, not in a loop
+    assert again.sessions == 0 and again.rejected == 0 and len(llm.calls_for("session_summary")) == asked
+
+    # The next trigger: the conversation's next message.
+    chat(
+        engram,
+        "Aria",
+        "lena",
+        [("user", "One more thing about the garden.")],
+        start=T0 + timedelta(hours=3, minutes=10),  # in the open session: only session 1 is due
+        prefix="c",
+    )
+    second = summarize(engram, "Aria")
 
     assert second.sessions == 1 and second.rejected == 0
     methods = sorted(r["method"] for r in rows(engram, being_id, "session"))

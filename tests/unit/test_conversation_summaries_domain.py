@@ -39,3 +39,32 @@ def test_no_spine_is_redone_before_a_message_was_said() -> None:
     c = _conversation(0)
     with pytest.raises(InvalidInput, match="upto_count is 1 to 0"):
         c.write_spine(SPINE, 0, T0, method="extractive", redo=True)
+
+
+@pytest.mark.parametrize("kind", ["rolling", "spine"])
+def test_a_refused_summary_waits_for_the_next_message(kind: str) -> None:
+    c = _conversation(20)
+    due = (lambda: c.rolling_due) if kind == "rolling" else (lambda: c.spine_due)
+    assert due()
+
+    c.reject_summary(kind, "the answer carried instructions", T0, model="m", prompt_version="v")
+
+    assert not due()  # not asked again in a loop
+    at = T0 + timedelta(minutes=21)
+    c.hear(uuid4(), at, "user", "and one more thing", at, timedelta(minutes=30))
+    assert due()  # the next trigger
+
+
+def test_a_refused_session_summary_waits_for_the_next_message() -> None:
+    c = _conversation(3)
+    at = T0 + timedelta(hours=2)
+    c.hear(uuid4(), at, "user", "back after a while", at, timedelta(minutes=30))  # closes session 1
+    assert c.sessions_due
+
+    c.reject_summary(
+        "session", "empty answer", at, model="m", prompt_version="v", session_id=c.unsummarized[0]
+    )
+
+    assert not c.sessions_due
+    c.hear(uuid4(), at + timedelta(minutes=1), "user", "still here", at, timedelta(minutes=30))
+    assert c.sessions_due
