@@ -180,3 +180,21 @@ class ConversationReads:
             "ORDER BY version DESC LIMIT 1",
         )
         return rows[0] if rows else None
+
+    # -- A: message search and intake --------------------------------------------------------------
+
+    def messages_by_ids(self, being_id: UUID, message_ids: Sequence[str]) -> dict[str, Row]:
+        """The being's messages of `message_ids` (Engram's ids), by id; ids of another being are left out."""
+        found: dict[str, Row] = {}
+        ids = list(dict.fromkeys(message_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" for _ in part)
+            for row in self._select(MESSAGES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part]):
+                found[str(row["id"])] = row
+        return found
+
+    def message_count(self, being_id: UUID) -> int:
+        """How many messages the being has (every conversation's count)."""
+        rows = self._select(CONVERSATIONS, "being_id = ?", [str(being_id)])
+        return sum(int(r["message_count"]) for r in rows)

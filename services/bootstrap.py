@@ -31,6 +31,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.listing import Listing
+    from engram.services.message_search import MessageSearching
     from engram.services.note_expiry import NoteExpirySweep
     from engram.services.note_lifecycle import NoteLifecycle
     from engram.services.note_maintenance import NoteMaintenance
@@ -71,6 +72,13 @@ class Engram:
         return MessageCommands(
             self.store, self.clock, self.runner, timedelta(minutes=self.settings.session_gap_minutes)
         )
+
+    @cached_property
+    def message_search(self) -> MessageSearching:
+        """Lexical search over a being's messages (ADR 0055)."""
+        from engram.services.message_search import MessageSearching
+
+        return MessageSearching(self.store, self.views)
 
     @cached_property
     def nodes(self) -> NodeCommands:

@@ -28,6 +28,7 @@ from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
+from engram.projections.message_search import MessageSearchView
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
 from engram.projections.note_search import NoteSearch, NoteSearchView
@@ -112,6 +113,7 @@ class Views:
                 TokensView(),
                 self.note_search_view,
                 ConversationsView(),
+                MessageSearchView(),
                 *extra,
             )
         }

@@ -511,6 +511,10 @@ from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: 
 
 _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|sweep|maintain` (ADR 0048)
 
+from engram.adapters.cli import message_cmds as _message_cmds  # noqa: E402
+
+_message_cmds.register(cli, command)  # `engram message`, `engram messages import|search` (issue #10)
+
 
 def main() -> None:
     try:
