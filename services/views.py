@@ -28,9 +28,9 @@ from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
-from engram.projections.message_search import MessageSearchView
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
+from engram.projections.message_search import MessageSearchView
 from engram.projections.note_search import NoteSearch, NoteSearchView
 from engram.projections.notes import NotesView
 from engram.projections.patrol_runs import PatrolRunsView

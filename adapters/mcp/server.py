@@ -27,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from engram.adapters.mcp.message_tools import register_message_tools
 from engram.adapters.mcp.note_fields import (
     At,
     Confidence,
@@ -469,6 +470,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
         content = [TextContent(type="text", text=found.text)] if found.text else []
         return CallToolResult(content=content, structured_content=found.model_dump())
 
+    register_message_tools(server, session)  # note_message, search_messages (issue #10)
     return server
 
 
