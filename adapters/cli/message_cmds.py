@@ -63,11 +63,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
     @cli.command("message")
     @click.argument("being_ref", metavar="BEING")
-    @click.option("--user", required=True, help="Who the conversation is with.")
-    @click.option(
-        "--id", "message_id", required=True, help="Your message id: a message is taken once per id."
-    )
-    @click.option("--text", required=True, help="The message, kept verbatim.")
+    # --user, --id and --text are checked with the rest of the message (an invalid_input naming
+    # the field, as every interface refuses a message without them), not by click.
+    @click.option("--user", default=None, help="Who the conversation is with (required).")
+    @click.option("--id", "message_id", default=None, help="Your message id: taken once per id (required).")
+    @click.option("--text", default=None, help="The message, kept verbatim (required).")
     @click.option("--channel", default=None, help="Where it was said (e.g. telegram).")
     @click.option("--role", default="user", show_default=True, help="user or assistant (the being's answer).")
     @click.option("--at", default=None, help="When it was said, ISO 8601 with a zone (default: now).")
@@ -77,9 +77,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     def message(
         ctx: Any,
         being_ref: str,
-        user: str,
-        message_id: str,
-        text: str,
+        user: str | None,
+        message_id: str | None,
+        text: str | None,
         channel: str | None,
         role: str,
         at: str | None,
@@ -90,14 +90,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     ) -> None:
         """Hand BEING one chat message. The same --id again takes nothing new (`duplicate`); the same
         --id with other content is refused (exit 4)."""
+        given = {"id": message_id, "user": user, "text": text, "channel": channel, "at": at}
         item = MessageInput.model_validate(
             {
-                "id": message_id,
-                "user": user,
-                "text": text,
-                "channel": channel,
+                **{k: v for k, v in given.items() if v is not None},
                 "role": role,
-                "at": at,
                 "urgent": urgent,
                 "priority": priority,
             }
