@@ -98,7 +98,7 @@ def test_an_import_takes_history_in_time_order_and_reports_bad_lines(run: Run, t
             "channel": "tg",
             "text": "Shall we plant tomatoes?",
             "at": "2026-10-30T09:00:00Z",
-        },  # fmt: skip
+        },
         "{not json",
         '["a list"]',
         {"id": "h-4", "user": "mina", "role": "robot", "text": "beep"},
@@ -110,7 +110,7 @@ def test_an_import_takes_history_in_time_order_and_reports_bad_lines(run: Run, t
             "at": "2026-10-30T09:05:00Z",
             "urgent": True,
             "priority": 3,
-        },  # fmt: skip
+        },
         {"id": "h-5", "user": "tom", "text": "no time given, taken last"},
     ]
     path = _write(tmp_path / "history.jsonl", lines)
