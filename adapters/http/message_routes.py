@@ -1,5 +1,5 @@
-"""The message routes (issue #10): taking chat messages and searching them. Included into the `/v1`
-router by `routes.py`; every route resolves `{being}` through `being_access`, as the others do."""
+"""The message routes (issue #10): taking chat messages and searching them. Their own router, included
+by `app.py` before `routes.v1`; every route resolves `{being}` through `being_access`, as the others do."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from engram.adapters.http.deps import Being, EngramDep
-from engram.adapters.http.problems import BAD_JSON, CONFLICT
+from engram.adapters.http.problems import BAD_JSON, COMMON, CONFLICT
 from engram.services.commands import MAX_BATCH_MESSAGES, MessageInput, MessagesTaken, MessageTaken
 from engram.services.message_search import DEFAULT_MESSAGE_HITS, MAX_MESSAGE_HITS, MessagesFound
 
-messages = APIRouter(tags=["messages"])
+messages = APIRouter(prefix="/v1", tags=["messages"], responses={**COMMON})
 
 
 class MessageBatch(BaseModel):

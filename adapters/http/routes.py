@@ -641,10 +641,3 @@ def revoke_token(
 ) -> Done:
     """Revoke a token: it stops working within a second. Revoking it again changes nothing."""
     return tokens.revoke(str(token_id), reason)
-
-
-# -- messages (issue #10): their routes live in message_routes.py ---------------------------------
-
-from engram.adapters.http.message_routes import messages as _messages  # noqa: E402
-
-v1.include_router(_messages)
