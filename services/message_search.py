@@ -48,7 +48,7 @@ def check_message_query(text: Any, limit: int, channel: str | None, user: str | 
     """The query's rules, the same on every interface: 1 to 4,000 characters, no NUL; the filters
     as a message's labels."""
     if not isinstance(text, str) or not text.strip():
-        raise InvalidInput("give the words to search for", field="query")
+        raise InvalidInput("the query is empty: give the words to search for", field="query")
     check_text("query", text)
     if len(text) > MAX_MESSAGE_QUERY_CHARS:
         raise InvalidInput(

@@ -48,6 +48,8 @@ TOOLS = {
     "supersede_note",
     "merge_notes",
     "pack",
+    "note_message",
+    "search_messages",
 }
 
 
