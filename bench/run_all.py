@@ -82,6 +82,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("notes-sweep", passthrough("notes-sweep", *notes_sweep))
     notes = ("--sizes", "200", "--query-sizes", "200", "--calls", "5") if quick else ()
     runs += per_backend("notes", passthrough("notes", *notes))
+    messages = ("--messages", "300", "--users", "5") if quick else ()
+    runs += per_backend("messages", passthrough("messages", *messages))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs

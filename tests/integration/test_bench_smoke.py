@@ -55,6 +55,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "memory",
         "notes-sweep-sqlite",
         "notes-sqlite",
+        "messages-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -63,6 +64,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "lag-postgresql",
             "notes-sweep-postgresql",
             "notes-postgresql",
+            "messages-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
