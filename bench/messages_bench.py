@@ -150,6 +150,35 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - started, result
 
 
+SEARCHES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("4711", {}),  # a word one message holds
+    ("garden tomatoes", {}),  # two common words: about a third of the messages hold each
+    ("saturday market", {"channel": "mail"}),
+    ("message 4711", {"user": "user-011"}),  # a word every message holds, and a rare one
+)
+SEARCH_RUNS = 5
+
+
+def search_latency(e: Engram) -> list[dict[str, Any]]:
+    """`engram messages search`'s service on the caught-up views: the median of 5 runs per query."""
+    rows = []
+    for query, filters in SEARCHES:
+        times, hits = [], 0
+        for _ in range(SEARCH_RUNS):
+            seconds, found = _timed(lambda q=query, f=filters: e.message_search.search("Aria", q, **f))  # type: ignore[misc]
+            times.append(seconds)
+            hits = len(found.hits)
+        rows.append(
+            {
+                "query": query,
+                "filters": filters,
+                "median_ms": round(sorted(times)[SEARCH_RUNS // 2] * 1000, 1),
+                "hits": hits,
+            }
+        )
+    return rows
+
+
 def run(
     messages: int, users: int, batch_size: int, database_url: str | None, log: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -187,6 +216,9 @@ def run(
         for view in ("conversations", "message_search"):
             views[view], _ = _timed(lambda view=view: e.views.ensure(names=[view]))  # type: ignore[misc]
             log(f"  {view} view caught up in {views[view]:.1f} s")
+        search = search_latency(e)
+        for row in search:
+            log(f"  search {row['query']!r} {row['filters']}: {row['median_ms']} ms, {row['hits']} hits")
         seconds = dict(timers.seconds)
         save_s = seconds.pop("save (encode + insert + commit)", 0.0)
         encode_s = seconds.get("event encoding", 0.0)
@@ -209,6 +241,7 @@ def run(
             "parts_s": {k: round(v, 2) for k, v in parts.items()},
             "views_s": {k: round(v, 2) for k, v in views.items()},
             "with_views_per_s": round(messages / (intake_s + sum(views.values()))),
+            "search": search,
         }
 
 
@@ -255,6 +288,11 @@ def render(result: dict[str, Any]) -> str:
         "views catching up afterwards:",
         *(f"  {view:<32} {s:>8.2f} s" for view, s in r["views_s"].items()),
         f"intake and views together: {r['with_views_per_s']:,} messages/s",
+        "search (median of 5):",
+        *(
+            f"  {x['query']!r} {x['filters'] or ''}: {x['median_ms']} ms, {x['hits']} hits"
+            for x in r["search"]
+        ),
     ]
     return "\n".join(lines)
 

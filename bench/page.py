@@ -922,6 +922,21 @@ def messages(results: dict[str, Result]) -> str | None:
                 rows,
             ),
             f"Goal: ≥ {MESSAGES_GOAL_PER_S:,} messages/s through the intake (issue #10).",
+            "`engram messages search` on the caught-up views, median of 5 runs (ADR 0055):",
+            table(
+                ["backend", "query", "filter", "ms", "hits"],
+                [
+                    (
+                        names.get(r["meta"]["backend"], r["meta"]["backend"]),
+                        f"`{x['query']}`",
+                        " ".join(f"{k}={v}" for k, v in x["filters"].items()) or "–",
+                        f"{x['median_ms']:.1f}",
+                        x["hits"],
+                    )
+                    for r in found
+                    for x in r.get("search", [])
+                ],
+            ),
         ],
     )
 

@@ -75,7 +75,7 @@ def parse_line(line: Line, now: datetime) -> MessageInput:
     except ValidationError as exc:
         refused = invalid_input_of(exc)
         first = refused.details["errors"][0]
-        raise InvalidInput(f"{first['field']}: {first['message']}", field=first["field"]) from None
+        raise InvalidInput(first["message"], field=first["field"]) from None
     check_message(
         message_key=item.id,
         user=item.user,
