@@ -41,6 +41,7 @@ from bench.scratch import scratch_schema
 from engram.services import message_import
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.config import Settings
+from engram.services.note_import import Line
 
 GOAL_PER_S = 2_000
 START = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
@@ -182,7 +183,7 @@ def search_latency(e: Engram) -> list[dict[str, Any]]:
 def run(
     messages: int, users: int, batch_size: int, database_url: str | None, log: Callable[[str], None]
 ) -> dict[str, Any]:
-    lines = [message_import.Line(n, text) for n, text in enumerate(history(messages, users), 1)]
+    lines = [Line(n, text) for n, text in enumerate(history(messages, users), 1)]
     with tempfile.TemporaryDirectory(prefix="bench-messages-") as tmp, _engram(Path(tmp), database_url) as e:
         e.beings.register("Aria")
         timers = Timers()

@@ -19,15 +19,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from engram.domain.errors import InvalidInput
-from engram.domain.message import check_message
 from engram.services.commands import MAX_BATCH_MESSAGES, MessageInput, invalid_input_of
-from engram.services.messages import MessageCommands
-
-
-@dataclass(frozen=True)
-class Line:
-    number: int
-    text: str
+from engram.services.messages import MessageCommands, check_input
+from engram.services.note_import import Line
 
 
 @dataclass
@@ -76,15 +70,7 @@ def parse_line(line: Line, now: datetime) -> MessageInput:
         refused = invalid_input_of(exc)
         first = refused.details["errors"][0]
         raise InvalidInput(first["message"], field=first["field"]) from None
-    check_message(
-        message_key=item.id,
-        user=item.user,
-        text=item.text,
-        channel=item.channel,
-        at=item.at,
-        now=now,
-        priority=item.priority,
-    )
+    check_input(item, now)
     return item
 
 

@@ -13,7 +13,7 @@ import click
 from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_INVALID, emit_json
 from engram.domain.errors import InvalidInput
 from engram.services.commands import MessageInput
-from engram.services.message_import import Line, MessageImportProgress, import_messages
+from engram.services.message_import import MessageImportProgress, import_messages
 from engram.services.message_search import DEFAULT_MESSAGE_HITS, MAX_MESSAGE_HITS
 
 
@@ -28,16 +28,6 @@ def messages_group(cli: click.Group) -> click.Group:
         """Import and search a being's chat messages."""
 
     return messages
-
-
-def _read_lines(path: Path) -> list[Line]:
-    try:
-        with path.open(encoding="utf-8") as fh:
-            return [Line(n, line.rstrip("\n")) for n, line in enumerate(fh, 1) if line.strip()]
-    except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{path} is not UTF-8 text") from None
 
 
 def _progress(label: str) -> Callable[[MessageImportProgress], None]:
@@ -119,6 +109,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         traffic would have made them. A bad line is refused naming its number and field, and the rest
         goes on; running the import again takes nothing new. Exit 2 when a line was invalid, 4 when a
         line's id was taken before with other content."""
+        from engram.adapters.cli.main import _read_lines  # the CLI's reader of JSON-lines files
+
         lines = _read_lines(path)
         if not lines:
             raise InvalidInput(f"{path} holds no messages")

@@ -5,38 +5,14 @@ refusals by line, an idempotent re-run, and the shared bad inputs refused naming
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
-from click.testing import CliRunner
-
-from engram.adapters.cli.main import cli
-from engram.services.config import Settings
+from tests.integration import test_note_lifecycle_cli
+from tests.integration.test_note_lifecycle_cli import Run
 from tests.message_cases import GOOD, bad_messages
 
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch) -> Run:
-    settings = make_settings()
-    monkeypatch.setenv("ENGRAM_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
-    monkeypatch.setenv("ENGRAM_LLM", "none")
-    if settings.database_url is not None:
-        monkeypatch.setenv("ENGRAM_DATABASE_URL", settings.database_url.get_secret_value())
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> tuple[int, str, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.stderr
-        return result.exit_code, result.stdout, result.stderr
-
-    invoke("being", "create", "Aria")
-    return invoke
+run = test_note_lifecycle_cli.run  # the fixture: the CLI on the test's backend, with Aria made
 
 
 def _received(run: Run) -> int:

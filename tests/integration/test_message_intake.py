@@ -4,7 +4,6 @@ scoped to its being, a conversation replayed from a snapshot equal to one replay
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,7 +20,7 @@ from engram.services.commands import MessageInput
 from engram.services.config import Settings
 from engram.services.errors import Conflict
 from tests.message_cases import bad_messages
-from tests.support import SeededIds, SteppingClock
+from tests.support import SeededIds, SteppingClock, race
 
 T0 = datetime(2026, 10, 30, 9, 0, tzinfo=UTC)  # before the test clock (2026-11-01): history
 
@@ -118,27 +117,13 @@ def test_two_deliveries_of_one_id_at_once_write_one_event(
     loses the race, its command runs again, finds the message and answers `duplicate`."""
     aria = _being(engram)
     other = bootstrap(make_settings(), clock=SteppingClock(), ids=SeededIds(10_000))
-    barrier = threading.Barrier(2, timeout=30)
-    results: dict[str, Any] = {}
     try:
-        for e in (engram, other):
-            _hold_first_save(e, barrier)
-
-        def take(name: str, e: Engram) -> None:
-            try:
-                results[name] = e.messages.take("Aria", _msg("m-race", 0, text="said once"))
-            except Exception as exc:  # reported by the assertion below
-                results[name] = exc
-
-        threads = [threading.Thread(target=take, args=(n, e)) for n, e in (("a", engram), ("b", other))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        a, b = race(
+            engram, other, lambda e, name: e.messages.take("Aria", _msg("m-race", 0, text="said once"))
+        )
     finally:
         other.close()
-    a, b = results["a"], results["b"]
-    assert not isinstance(a, Exception) and not isinstance(b, Exception), results
+    assert not isinstance(a, Exception) and not isinstance(b, Exception), (a, b)
     assert sorted([a.duplicate, b.duplicate]) == [False, True]
     assert a.message_id == b.message_id and a.number == b.number == 1
     assert _messages_of(engram) == 1
@@ -146,19 +131,6 @@ def test_two_deliveries_of_one_id_at_once_write_one_event(
     assert conversation.message_count == 1
     heard = [e for e in engram.store.events(conversation.id) if isinstance(e, Conversation.Heard)]
     assert len(heard) == 1
-
-
-def _hold_first_save(engram: Engram, barrier: threading.Barrier) -> None:
-    save = engram.store.save
-    held = threading.Event()
-
-    def waiting_save(*aggregates: Any, **kwargs: Any) -> int | None:
-        if not held.is_set():
-            held.set()
-            barrier.wait()
-        return save(*aggregates, **kwargs)
-
-    engram.store.save = waiting_save  # type: ignore[method-assign]
 
 
 def test_two_users_have_their_own_conversations(engram: Engram) -> None:

@@ -4,34 +4,17 @@ error naming the field with nothing written, and the search with its filters and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 
-import anyio
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from engram.adapters.mcp.server import EngramSession, build_server
-from engram.services.bootstrap import bootstrap
-from engram.services.config import Settings
+from engram.adapters.mcp.server import EngramSession
+from tests.integration import test_note_lifecycle_mcp
+from tests.integration.test_note_lifecycle_mcp import _call
 from tests.message_cases import bad_messages
 
-
-@pytest.fixture
-def session(make_settings: Callable[..., Settings]) -> Iterator[EngramSession]:
-    settings = make_settings()
-    with bootstrap(settings) as engram:
-        engram.beings.register("Aria")
-    opened = EngramSession(lambda: bootstrap(settings), "Aria")
-    yield opened
-    opened.close()
-
-
-def _call(session: EngramSession, tool: str, arguments: dict[str, Any]) -> Any:
-    async def call() -> Any:
-        return await build_server(session).call_tool(tool, arguments)
-
-    return anyio.run(call)
+session = test_note_lifecycle_mcp.session  # the fixture: the MCP server's session on Aria
 
 
 def _head(session: EngramSession) -> int:
