@@ -127,10 +127,10 @@ class MessageSearch:
             rows = conn.query(
                 f"SELECT message_id, MAX(at) AS at, "
                 # Rounded, so that equal words give equal scores whatever order the sum took.
-                f"ROUND(CAST(SUM({weight} * count * {BM25_K1 + 1} / (count + {BM25_K1})) AS NUMERIC), 6) "
-                "AS score "
+                # k1 as bound floats: PostgreSQL then computes in double precision, not numeric.
+                f"ROUND(CAST(SUM({weight} * count * ? / (count + ?)) AS NUMERIC), 6) AS score "
                 f"FROM {postings} WHERE {where} GROUP BY message_id "
                 f"ORDER BY score DESC, at DESC, message_id DESC LIMIT {int(limit)}",
-                [*(x for t, f in idf.items() for x in (t, f)), *params],
+                [*(x for t, f in idf.items() for x in (t, f)), BM25_K1 + 1, BM25_K1, *params],
             )
         return [(str(r["message_id"]), float(r["score"])) for r in rows]
