@@ -88,6 +88,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
     _passthrough(
+        "messages",
+        "messages_bench",
+        "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",
+    )
+    _passthrough(
         "notes", "notes_pack", "Context pack and notes list p50/p95 at 1k, 10k and 100k notes of one being."
     )
     _passthrough(
@@ -99,11 +104,6 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "notes-sweep",
         "notes_sweep",
         "The notes expiry sweep at 100k and 1M notes with 1% due, and their ratio (ADR 0048).",
-    )
-    _passthrough(
-        "messages",
-        "messages_bench",
-        "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",
     )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
