@@ -685,6 +685,7 @@ def messages(results: dict[str, Result]) -> str | None:
                     for r in found
                     for x in r.get("search", [])
                 ],
+                "lllrr",
             ),
         ],
     )
