@@ -665,6 +665,70 @@ def journal(results: dict[str, Result]) -> str | None:
 # -- the page ----------------------------------------------------------------------------------------
 
 
+MESSAGES_GOAL_PER_S = 2_000
+
+
+def messages(results: dict[str, Result]) -> str | None:
+    found = [results[k] for k in ("messages-sqlite", "messages-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    parts = list(found[0]["parts_s"])
+    rows = [
+        (
+            names.get(r["meta"]["backend"], r["meta"]["backend"]),
+            _n(r["intake_per_s"]),
+            *(f"{r['parts_s'][p]:.1f} ({r['parts_s'][p] / r['intake_s']:.0%})" for p in parts),
+            f"{r['views_s']['conversations']:.1f}",
+            f"{r['views_s']['message_search']:.1f}",
+            _n(r["with_views_per_s"]),
+        )
+        for r in found
+    ]
+    first = found[0]
+    return _section(
+        "Message intake",
+        "engram bench messages [-- --database-url postgresql://…]",
+        first,
+        [
+            f"A history of {_n(first['messages'])} chat messages of {first['users']} users imported as "
+            f"`engram messages import` does it (parsed, validated, sorted by time, "
+            f"{first['batch_size']} to a transaction; no embedding), {_n(first['events'])} events in all "
+            "(a message's `Message.Received` and its conversation's `Heard`, and the sessions). The intake's "
+            "seconds by part (the functions that do each part, timed); then each view that follows "
+            "messages catching up on its own (the worker does it, after the intake's commits).",
+            table(
+                [
+                    "backend",
+                    "messages/s",
+                    *(f"{p} (s)" for p in parts),
+                    "conversations view (s)",
+                    "message_search view (s)",
+                    "with views (messages/s)",
+                ],
+                rows,
+            ),
+            f"Goal: ≥ {MESSAGES_GOAL_PER_S:,} messages/s through the intake (issue #10).",
+            "`engram messages search` on the caught-up views, median of 5 runs (ADR 0055):",
+            table(
+                ["backend", "query", "filter", "ms", "hits"],
+                [
+                    (
+                        names.get(r["meta"]["backend"], r["meta"]["backend"]),
+                        f"`{x['query']}`",
+                        " ".join(f"{k}={v}" for k, v in x["filters"].items()) or "–",
+                        f"{x['median_ms']:.1f}",
+                        x["hits"],
+                    )
+                    for r in found
+                    for x in r.get("search", [])
+                ],
+                "lllrr",
+            ),
+        ],
+    )
+
+
 def notes_sweep(results: dict[str, Result]) -> str | None:
     found = [results[k] for k in ("notes-sweep-sqlite", "notes-sweep-postgresql") if k in results]
     if not found:
@@ -847,6 +911,17 @@ def goals(results: dict[str, Result]) -> str | None:
             got = " / ".join(f"{default['recall'][k]:.3f}" for k in LOCOMO_GOALS)
             ok = all(default["recall"][k] >= v for k, v in LOCOMO_GOALS.items())
             rows.append(("LoCoMo dev, default profile: R@5 ≥ 0.65, R@10 ≥ 0.75", got, _met(ok)))
+    for key, label in (("messages-sqlite", "SQLite"), ("messages-postgresql", "PostgreSQL")):
+        if key in results:
+            r = results[key]
+            rows.append(
+                (
+                    f"message intake, batched import of {_n(r['messages'])} messages: ≥ "
+                    f"{MESSAGES_GOAL_PER_S:,} messages/s, {label}",
+                    f"{_n(r['intake_per_s'])} messages/s",
+                    _met(r["intake_per_s"] >= MESSAGES_GOAL_PER_S),
+                )
+            )
     for key, label in (("notes-sweep-sqlite", "SQLite"), ("notes-sweep-postgresql", "PostgreSQL")):
         ratio = results.get(key, {}).get("ratio")
         if ratio:
@@ -959,6 +1034,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
     ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
+    ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),
     ("journal", journal),

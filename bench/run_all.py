@@ -78,6 +78,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("http", passthrough("http", *http)))
     runs.append(BenchRun("cli", passthrough("cli", *cli)))
     runs.append(BenchRun("memory", passthrough("memory", "compare", *memory)))
+    messages = ("--messages", "300", "--users", "5") if quick else ()
+    runs += per_backend("messages", passthrough("messages", *messages))
     notes_sweep = ("--sizes", "300,3000", "--beings", "3") if quick else ()
     runs += per_backend("notes-sweep", passthrough("notes-sweep", *notes_sweep))
     notes = ("--sizes", "200", "--query-sizes", "200", "--calls", "5") if quick else ()

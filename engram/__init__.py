@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engram.domain.errors import DomainError, InvalidInput
-    from engram.services.api import ConfigurationError, Engram, NoteInput, Settings, open
+    from engram.services.api import ConfigurationError, Engram, MessageInput, NoteInput, Settings, open
     from engram.services.errors import Conflict, NotFound
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "DomainError",
     "Engram",
     "InvalidInput",
+    "MessageInput",
     "NotFound",
     "NoteInput",
     "Settings",
@@ -43,6 +44,7 @@ _HOMES = {
     "open": "engram.services.api",
     "ConfigurationError": "engram.services.config",
     "Engram": "engram.services.api",
+    "MessageInput": "engram.services.api",
     "NoteInput": "engram.services.api",
     "Settings": "engram.services.api",
     "DomainError": "engram.domain.errors",

@@ -235,3 +235,21 @@ class ConversationReads:
         conversation, so a being whose head passed a position may have messages after it."""
         rows = self._rows("SELECT being_id, MAX(position) AS head FROM {conversations} GROUP BY being_id", [])
         return {str(r["being_id"]): int(r["head"]) for r in rows}
+
+    # -- A: message search and intake --------------------------------------------------------------
+
+    def messages_by_ids(self, being_id: UUID, message_ids: Sequence[str]) -> dict[str, Row]:
+        """The being's messages of `message_ids` (Engram's ids), by id; ids of another being are left out."""
+        found: dict[str, Row] = {}
+        ids = list(dict.fromkeys(message_ids))
+        for start in range(0, len(ids), 500):
+            part = ids[start : start + 500]
+            marks = ", ".join("?" for _ in part)
+            for row in self._select(MESSAGES, f"being_id = ? AND id IN ({marks})", [str(being_id), *part]):
+                found[str(row["id"])] = row
+        return found
+
+    def message_count(self, being_id: UUID) -> int:
+        """How many messages the being has (every conversation's count)."""
+        rows = self._select(CONVERSATIONS, "being_id = ?", [str(being_id)])
+        return sum(int(r["message_count"]) for r in rows)

@@ -8,7 +8,7 @@ every write returns the log position it wrote.
 Example::
 
     import engram
-    from engram import NoteInput
+    from engram import MessageInput, NoteInput
 
     with engram.open("./engram-data", embedder="offline") as memory:
         memory.beings.register("Aria")
@@ -38,6 +38,14 @@ Example::
         context = memory.reading.context("Aria")   # system prompt, snapshot, recent memories
         print(context.text)
         conversation = [*(m.model_dump() for m in context.messages), {"role": "user", "content": "Hi!"}]
+
+        # Chat messages (issue #10): taken once per id, placed in sessions per user; searchable.
+        memory.messages.take("Aria", MessageInput(id="tg-8812", user="mina", channel="telegram",
+                                                  text="Shall we plant the tomatoes on Saturday?"))
+        memory.messages.take_many("Aria", [MessageInput(id="tg-8813", user="mina", role="assistant",
+                                                        text="Saturday works, I will bring the seeds.")])
+        hits = memory.message_search.search("Aria", "tomatoes", channel="telegram", limit=8).hits
+        print(hits[0].id, hits[0].snippet)   # tg-8812 Shall we plant the tomatoes on Saturday?
 
 The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragment stream),
 `recall_memory` (a cluster's nodes), `search_memory` (keywords, a page at a time; it reactivates
@@ -69,11 +77,11 @@ from typing import Any
 import structlog
 
 from engram.services.bootstrap import Engram, bootstrap, configure_logging
-from engram.services.commands import NoteInput
+from engram.services.commands import MessageInput, NoteInput
 from engram.services.config import ConfigurationError, Settings, load_settings, unknown_variables
 from engram.services.ports import LLM, Clock, Embedder, IdFactory
 
-__all__ = ["ConfigurationError", "Engram", "NoteInput", "Settings", "open", "open_engram"]
+__all__ = ["ConfigurationError", "Engram", "MessageInput", "NoteInput", "Settings", "open", "open_engram"]
 
 log = structlog.get_logger("engram")
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.journals import Journals
     from engram.services.listing import Listing
+    from engram.services.message_search import MessageSearching
     from engram.services.note_expiry import NoteExpirySweep
     from engram.services.note_lifecycle import NoteLifecycle
     from engram.services.note_maintenance import NoteMaintenance
@@ -108,6 +109,13 @@ class Engram:
         from engram.services.sessions import Sessions
 
         return Sessions(self)
+
+    @cached_property
+    def message_search(self) -> MessageSearching:
+        """Lexical search over a being's messages (ADR 0055)."""
+        from engram.services.message_search import MessageSearching
+
+        return MessageSearching(self.store, self.views)
 
     @cached_property
     def nodes(self) -> NodeCommands:

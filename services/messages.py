@@ -42,6 +42,19 @@ def _result(message: Message, *, duplicate: bool, position: int | None) -> Messa
     )
 
 
+def check_input(item: MessageInput, now: datetime) -> None:
+    """The domain's rules for one message as an interface gave it (`InvalidInput` naming the field)."""
+    check_message(
+        message_key=item.id,
+        user=item.user,
+        text=item.text,
+        channel=item.channel,
+        at=item.at,
+        now=now,
+        priority=item.priority,
+    )
+
+
 def refusal(exc: DomainError, index: int) -> dict[str, Any]:
     """How a refused message of a batch is reported: its index, the field and why."""
     return {"index": index, "code": exc.code, "field": exc.details.get("field"), "message": exc.message}
@@ -80,15 +93,7 @@ class MessageCommands:
             valid: list[tuple[int, MessageInput, UUID]] = []
             for i, item in enumerate(messages):
                 try:
-                    check_message(
-                        message_key=item.id,
-                        user=item.user,
-                        text=item.text,
-                        channel=item.channel,
-                        at=item.at,
-                        now=now,
-                        priority=item.priority,
-                    )
+                    check_input(item, now)
                 except InvalidInput as exc:
                     self._refuse(exc, i, len(messages), refused, skip_refused)
                     continue

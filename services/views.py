@@ -30,6 +30,7 @@ from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.memory import MemoryView
+from engram.projections.message_search import MessageSearchView
 from engram.projections.note_search import NoteSearch, NoteSearchView
 from engram.projections.notes import NotesView
 from engram.projections.patrol_runs import PatrolRunsView
@@ -112,6 +113,7 @@ class Views:
                 TokensView(),
                 self.note_search_view,
                 ConversationsView(),
+                MessageSearchView(),
                 *extra,
             )
         }

@@ -115,3 +115,45 @@ def sigkill_after_batches(module: str, settings: Any, after: int, *args: str) ->
             break
     child.wait(timeout=60)
     return seen
+
+
+def hold_first_save(engram: Any, barrier: Any) -> None:
+    """The first save of `engram`'s store waits until the other writer is about to save too: both
+    have read what they read before either writes (the races of two writers, forced)."""
+    import threading
+
+    save = engram.store.save
+    held = threading.Event()
+
+    def waiting_save(*aggregates: Any, **kwargs: Any) -> int | None:
+        if not held.is_set():
+            held.set()
+            barrier.wait()
+        result: int | None = save(*aggregates, **kwargs)
+        return result
+
+    engram.store.save = waiting_save
+
+
+def race(first: Any, second: Any, act: Any) -> tuple[Any, Any]:
+    """`act(engram, name)` run at once on two Engrams over one store, each first save held until both
+    are about to save (`hold_first_save`); returns what each returned, or the exception it raised."""
+    import threading
+
+    barrier = threading.Barrier(2, timeout=30)
+    results: dict[str, Any] = {}
+    for e in (first, second):
+        hold_first_save(e, barrier)
+
+    def run(name: str, e: Any) -> None:
+        try:
+            results[name] = act(e, name)
+        except Exception as exc:  # handed back to the test, which reports it
+            results[name] = exc
+
+    threads = [threading.Thread(target=run, args=(n, e)) for n, e in (("a", first), ("b", second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results["a"], results["b"]

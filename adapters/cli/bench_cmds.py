@@ -88,6 +88,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
     _passthrough(
+        "messages",
+        "messages_bench",
+        "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",
+    )
+    _passthrough(
         "notes", "notes_pack", "Context pack and notes list p50/p95 at 1k, 10k and 100k notes of one being."
     )
     _passthrough(

@@ -500,11 +500,12 @@ from engram.adapters.cli import demo as _demo  # noqa: E402
 from engram.adapters.cli import http_cmds as _http  # noqa: E402
 from engram.adapters.cli import listing_cmds as _listing  # noqa: E402
 from engram.adapters.cli import mcp_cmds as _mcp  # noqa: E402
+from engram.adapters.cli import message_cmds as _messages  # noqa: E402
 from engram.adapters.cli import notes_cmds as _notes  # noqa: E402
 from engram.adapters.cli import pack_cmds as _pack  # noqa: E402
 from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 
-for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench, _notes, _pack):
+for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench, _notes, _pack, _messages):
     _module.register(cli, command)
 
 from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: E402

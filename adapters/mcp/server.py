@@ -2,7 +2,7 @@
 
 The being is fixed when the server starts; no tool takes a being, so a client can never reach
 another being's memories. Tools: `recall`, `recall_memory`, `search_memory`, `query`,
-`note_scene`, `note`, `context`.
+`note_scene`, `note`, `context`, … and `note_message`, `search_messages` (`message_tools.py`).
 
 Every Engram call runs on one dedicated worker thread, in order: the embedded stores keep
 per-thread connections, and one thread keeps them simple and safe; the event loop stays free to
@@ -27,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from engram.adapters.mcp.message_tools import register_message_tools
 from engram.adapters.mcp.note_fields import (
     At,
     Confidence,
@@ -245,7 +246,8 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
             "relationship, tool or map entry, a log, a summary or my soul (with a time to live, tags, "
             "sensitivity); `supersede_note` when a note replaces another; `merge_notes` to fold notes "
             "into one summary; `context` for the persona, notes, diary and recent memories; `pack` for "
-            "my notes as one text block."
+            "my notes as one text block; `note_message` for every chat message (the user's and mine), "
+            "`search_messages` to find what was said."
         ),
         log_level=session.engram.settings.log_level.upper(),  # type: ignore[arg-type]
     )
@@ -484,6 +486,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.session_tools import add_session_tools
 
     add_session_tools(server, session)  # `list_sessions`, `show_session` (ADR 0053)
+    register_message_tools(server, session)  # note_message, search_messages (issue #10)
     return server
 
 

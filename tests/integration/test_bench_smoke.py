@@ -56,6 +56,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "notes-sweep-sqlite",
         "notes-sqlite",
         "sessions",
+        "messages-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -64,6 +65,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "lag-postgresql",
             "notes-sweep-postgresql",
             "notes-postgresql",
+            "messages-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))

@@ -50,6 +50,8 @@ TOOLS = {
     "pack",
     "list_sessions",  # ADR 0053
     "show_session",
+    "note_message",
+    "search_messages",
 }
 
 

@@ -3,16 +3,14 @@ backends: one after another, in one batch (the later wins), and taken at once by
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 from engram.domain.note import Note, SupersedeReason
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
-from tests.support import SeededIds, SteppingClock
+from tests.support import SeededIds, SteppingClock, race
 
 
 def _soul(text: str) -> NoteInput:
@@ -75,44 +73,14 @@ def test_two_souls_taken_at_once_leave_exactly_one_active(
     engram.beings.register("Aria")
     first = engram.notes.take("Aria", _soul("The first soul."))
     other = bootstrap(make_settings(), clock=SteppingClock(), ids=SeededIds(10_000))
-    barrier = threading.Barrier(2, timeout=30)
-    results: dict[str, Any] = {}
     try:
-        for e in (engram, other):
-            _hold_first_save(e, barrier)
-
-        def take(name: str, e: Engram) -> None:
-            try:
-                results[name] = e.notes.take("Aria", _soul(f"Soul from {name}."))
-            except Exception as exc:  # reported by the assertion below
-                results[name] = exc
-
-        threads = [threading.Thread(target=take, args=(name, e)) for name, e in (("a", engram), ("b", other))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+        a, b = race(engram, other, lambda e, name: e.notes.take("Aria", _soul(f"Soul from {name}.")))
     finally:
         other.close()
-    a, b = results["a"], results["b"]
-    assert not isinstance(a, Exception) and not isinstance(b, Exception), results
+    assert not isinstance(a, Exception) and not isinstance(b, Exception), (a, b)
     # The winner superseded the first soul; the retried one superseded the winner's.
     winner, loser = (a, b) if a.superseded == [first.note_id] else (b, a)
     assert winner.superseded == [first.note_id]
     assert loser.superseded == [winner.note_id]
     assert _active_souls(engram, first.being_id) == [loser.note_id]
     assert engram.store.get(Note, UUID(winner.note_id)).superseded_by == UUID(loser.note_id)
-
-
-def _hold_first_save(engram: Engram, barrier: threading.Barrier) -> None:
-    """The first save of `engram`'s store waits until the other writer is about to save too."""
-    save = engram.store.save
-    held = threading.Event()
-
-    def waiting_save(*aggregates: Any, **kwargs: Any) -> int | None:
-        if not held.is_set():
-            held.set()
-            barrier.wait()
-        return save(*aggregates, **kwargs)
-
-    engram.store.save = waiting_save  # type: ignore[method-assign]
