@@ -159,6 +159,23 @@ class ConversationSummaries:
                 progress(SummaryProgress(done, len(rows), report))
         return report
 
+    def run_until_done(
+        self, being_ref: str, *, progress: Callable[[SummaryReport], None] | None = None
+    ) -> SummaryReport:
+        """`run_due` for one being, again and again until a round writes nothing: what an import of
+        history wants before its sessions are shown (one round takes a bounded number of sessions
+        per conversation). Refused answers do not loop: they wait for the next message."""
+        total = SummaryReport()
+        while True:
+            report = self.run_due(being_ref)
+            for name in ("conversations", "sessions", "rolling", "spines", "rejected", "deferred", "skipped"):
+                setattr(total, name, getattr(total, name) + getattr(report, name))
+            total.errors.extend(report.errors)
+            if progress is not None:
+                progress(total)
+            if report.sessions + report.rolling + report.spines == 0:
+                return total
+
     def _conversation(self, row: Mapping[str, Any], report: SummaryReport) -> None:
         being_id, conversation_id, user = UUID(row["being_id"]), UUID(row["id"]), row["user_id"]
         being = self.being_name(being_id)

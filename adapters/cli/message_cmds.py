@@ -13,6 +13,7 @@ import click
 from engram.adapters.cli.output import EXIT_CONFLICT, EXIT_INVALID, emit_json
 from engram.domain.errors import InvalidInput
 from engram.services.commands import MessageInput
+from engram.services.conversation_summaries import SummaryReport
 from engram.services.message_import import MessageImportProgress, import_messages
 from engram.services.message_search import DEFAULT_MESSAGE_HITS, MAX_MESSAGE_HITS
 
@@ -102,13 +103,20 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @messages.command("import")
     @click.argument("being_ref", metavar="BEING")
     @click.argument("path", metavar="FILE.jsonl", type=click.Path(path_type=Path, dir_okay=False))
+    @click.option(
+        "--no-summaries",
+        is_flag=True,
+        help="Leave the sessions' summaries to the worker (default: written before the command ends).",
+    )
     @command
-    def messages_import(ctx: Any, being_ref: str, path: Path, *, as_json: bool) -> None:
+    def messages_import(ctx: Any, being_ref: str, path: Path, *, no_summaries: bool, as_json: bool) -> None:
         """Import chat history: one {id, user, channel, role, text, at} object per line (also urgent,
         priority). Lines are taken in the order of their `at`, so that the sessions come out as live
         traffic would have made them. A bad line is refused naming its number and field, and the rest
-        goes on; running the import again takes nothing new. Exit 2 when a line was invalid, 4 when a
-        line's id was taken before with other content."""
+        goes on; running the import again takes nothing new. Then the summaries that are due are
+        written (closed sessions, the open session's rolling summary, spines; with the LLM when one is
+        configured), unless --no-summaries. Exit 2 when a line was invalid, 4 when a line's id was
+        taken before with other content."""
         from engram.adapters.cli.main import _read_lines  # the CLI's reader of JSON-lines files
 
         lines = _read_lines(path)
@@ -118,13 +126,33 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             ctx.engram.messages, being_ref, lines, progress=_progress(f"importing {path.name}")
         )
         counts = report.progress
+        summaries = None
+        if counts.taken and not no_summaries:
+
+            def summarising(r: SummaryReport) -> None:
+                if not as_json and sys.stderr.isatty():
+                    click.echo(
+                        f"\rsummarising: {r.sessions} sessions, {r.rolling} rolling, {r.spines} spines",
+                        nl=False,
+                        err=True,
+                    )
+
+            summaries = ctx.engram.summaries.run_until_done(being_ref, progress=summarising)
+            if not as_json and sys.stderr.isatty():
+                click.echo("", err=True)
         if as_json:
-            emit_json(report.as_dict())
+            emit_json({**report.as_dict(), "summaries": summaries.as_dict() if summaries else None})
         else:
             click.echo(
                 f"imported {path}: {counts.taken} taken, {counts.duplicates} duplicates, "
                 f"{counts.refused} refused, in {len(report.sessions)} session(s)"
             )
+            if summaries is not None:
+                click.echo(
+                    f"summarised: {summaries.sessions} session summaries, {summaries.rolling} rolling "
+                    f"summaries, {summaries.spines} spines"
+                    + (f", {summaries.rejected} answers refused" if summaries.rejected else "")
+                )
         for r in sorted(report.refused_lines, key=lambda r: r["line"]):
             field = f" {r['field']}:" if r["field"] and r["field"] != "line" else ""
             click.echo(f"refused: line {r['line']}:{field} {r['message']}", err=True)

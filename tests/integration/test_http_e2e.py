@@ -713,6 +713,36 @@ def test_sessions_over_the_wire(world: World) -> None:
     _problem(c.get(f"/v1/beings/Aria/sessions/{first.session_id}"), 404, "not_found")
 
 
+def test_messages_and_journals_over_the_wire(world: World) -> None:
+    """A chat taken through the server, searched, and its journal read and written (ADR 0052, 0054, 0055)."""
+    c = world.as_admin
+    lines = [
+        {
+            "id": "w1",
+            "user": "mina",
+            "text": "The tomatoes are finally red.",
+            "at": "2026-10-29T18:02:00+00:00",
+        },
+        {
+            "id": "w2",
+            "user": "mina",
+            "role": "assistant",
+            "text": "Shall I remind you on Saturday?",
+            "at": "2026-10-29T18:03:00+00:00",
+        },
+    ]
+    taken = _ok(c.post("/v1/beings/Bo/messages", json={"messages": lines}), 201)
+    assert [m["number"] for m in taken["messages"]] == [1, 2]
+    assert _ok(c.post("/v1/beings/Bo/messages", json=lines[0]))["duplicate"] is True
+    hits = _ok(c.get("/v1/beings/Bo/messages/search", params={"q": "tomatoes"}))["hits"]
+    assert [h["id"] for h in hits] == ["w1"]
+    day = c.get("/v1/beings/Bo/journal/2026-10-29")
+    assert day.status_code == 200 and "mina: The tomatoes are finally red." in day.text
+    memory = c.get("/v1/beings/Bo/memory.md")
+    assert memory.status_code == 200 and "## Recent journal highlights" in memory.text
+    assert _ok(c.post("/v1/beings/Bo/memory.md/refresh"))
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

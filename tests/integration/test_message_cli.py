@@ -111,6 +111,36 @@ def test_an_import_takes_history_in_time_order_and_reports_bad_lines(run: Run, t
     assert _received(run) == 4
 
 
+def test_an_import_writes_the_summaries_that_are_due_unless_told_not_to(run: Run, tmp_path: Path) -> None:
+    def chat(prefix: str, day: int) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": f"{prefix}{i}",
+                "user": "mina",
+                "text": f"We talked about the garden and the tomatoes, part {i}.",
+                "at": f"2026-10-{day:02d}T09:{i:02d}:00Z",
+            }
+            for i in range(6)
+        ]
+
+    # Two days of chat: the first session closed by the second, which stays open (6 turns).
+    path = _write(tmp_path / "two-days.jsonl", chat("a", 1) + chat("b", 2))
+    _, out, _ = run("messages", "import", "Aria", str(path), "--json")
+    summaries = json.loads(out)["summaries"]
+    assert (summaries["sessions"], summaries["rolling"]) == (1, 1)
+    _, listed, _ = run("sessions", "list", "Aria", "--json")
+    sessions = json.loads(listed)["sessions"]
+    assert sorted(s["summary_method"] or "-" for s in sessions) == ["-", "extractive"]
+
+    more = _write(tmp_path / "third-day.jsonl", chat("c", 3))
+    _, out, _ = run("messages", "import", "Aria", str(more), "--no-summaries", "--json")
+    assert json.loads(out)["summaries"] is None
+    _, listed, _ = run("sessions", "list", "Aria", "--json")
+    assert [s["summary_method"] for s in json.loads(listed)["sessions"]].count(
+        None
+    ) == 2  # left to the worker
+
+
 def test_an_import_with_a_conflict_only_exits_4(run: Run, tmp_path: Path) -> None:
     run("message", "Aria", "--user", "mina", "--id", "c-1", "--text", "first words")
     path = _write(tmp_path / "c.jsonl", [{"id": "c-1", "user": "mina", "text": "other words"}, {**GOOD}])
