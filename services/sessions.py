@@ -69,15 +69,31 @@ class SessionDetail(SessionRow):
     )
 
 
+class ConversationState(BaseModel):
+    """Spec 004's SessionState of one user: where the conversation with them stands."""
+
+    user: str
+    message_count: int = Field(description="Messages over all sessions (both roles).")
+    last_interaction: str | None = Field(description="The time of the latest message.")
+    last_user_message: str | None = Field(description="The user's latest message, cleaned and truncated.")
+    open_session: str | None = Field(description="The open session's id; None when none is open.")
+    open_turns: int = Field(description="Messages in the open session so far.")
+    spine_version: int = Field(description="The summary spine's latest version (0: none yet).")
+
+
 class SessionList(BaseModel):
     being: str
     sessions: list[SessionRow]
+    state: ConversationState | None = Field(
+        None, description="With a user: where the conversation with them stands (spec 004's SessionState)."
+    )
 
 
 class ConversationContext(BaseModel):
     """What a context with a `user` adds: where the conversation with them stands."""
 
     user: str
+    state: ConversationState | None = Field(description="None before the user's first message.")
     last_session: dict[str, Any] | None = Field(
         description="The latest session summary: its session and summary."
     )
@@ -135,8 +151,10 @@ class Sessions:
     def list(self, being_ref: str, *, user: str | None = None, limit: int = DEFAULT_SESSIONS) -> SessionList:
         """The being's sessions (with `user` only), the latest first."""
         being_id = self._being(being_ref)
-        found = self.e.views.conversations.sessions(being_id, user=user, limit=limit)
-        return SessionList(being=self._name(being_id), sessions=[_row(s) for s in found])
+        reads = self.e.views.conversations
+        found = reads.sessions(being_id, user=user, limit=limit)
+        state = conversation_state(reads, being_id, user) if user is not None else None
+        return SessionList(being=self._name(being_id), sessions=[_row(s) for s in found], state=state)
 
     def _name(self, being_id: UUID) -> str:
         row = self.e.views.read.being(being_id)
@@ -179,6 +197,21 @@ class Sessions:
         raise NotFound(f"session {session_id} not found")
 
 
+def conversation_state(reads: ConversationReads, being_id: UUID, user: str) -> ConversationState | None:
+    row = reads.conversation(being_id, user)
+    if row is None:
+        return None
+    return ConversationState(
+        user=user,
+        message_count=row["message_count"],
+        last_interaction=row["last_interaction"],
+        last_user_message=row["last_user_message"],
+        open_session=row["open_session_id"],
+        open_turns=row["open_turns"],
+        spine_version=row["spine_version"],
+    )
+
+
 def conversation_context(reads: ConversationReads, being_id: UUID, user: str) -> ConversationContext:
     """The latest session summary, the open session's rolling summary and the current spine of the
     being's conversation with `user` (each None when there is none yet)."""
@@ -205,6 +238,7 @@ def conversation_context(reads: ConversationReads, being_id: UUID, user: str) ->
         spine = json.loads(latest["content"]) if latest is not None else None
     return ConversationContext(
         user=user,
+        state=conversation_state(reads, being_id, user),
         last_session=last_session,
         rolling=rolling,
         spine=spine,

@@ -93,6 +93,14 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if as_json:
             emit_json(found.model_dump())
             return
+        if found.state is not None:
+            st = found.state
+            said = f'; last said: "{st.last_user_message}"' if st.last_user_message else ""
+            now = f"open session: {st.open_turns} turns" if st.open_session else "no open session"
+            click.echo(
+                f"{st.user}: {st.message_count} messages, the latest {(st.last_interaction or '-')[:16]}; "
+                f"{now}; spine v{st.spine_version}{said}"
+            )
         if not found.sessions:
             click.echo("no sessions", err=True)
         for s in found.sessions:

@@ -143,3 +143,33 @@ def test_mcp_tools_read_sessions(make_settings: Callable[..., Settings]) -> None
         assert context.structured_content["conversation"]["last_session"]["session_id"] == closed_id
     finally:
         session.close()
+
+
+def test_the_state_of_a_conversation_is_in_the_list_and_the_context(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """Spec 004's SessionState of one user: count over all sessions, last interaction, last user
+    message (cleaned, truncated), the open session's turns."""
+    with bootstrap(make_settings()) as e:
+        _history(e)
+        long = "and   finally   " + "a very long message " * 20
+        chat(
+            e,
+            "Aria",
+            "lena",
+            [("user", long), ("assistant", "Noted.")],
+            start=T0 + timedelta(hours=3, minutes=9),
+            prefix="z",
+        )
+
+        state = e.sessions.list("Aria", user="lena").state
+        assert state is not None and e.sessions.list("Aria").state is None
+        assert state.message_count == len(CHAT) + 5 + 4 + 2
+        assert state.last_interaction is not None and state.last_interaction.startswith("2026-10-30T13:10")
+        assert state.last_user_message is not None and state.last_user_message.startswith(
+            "and finally a very"
+        )
+        assert len(state.last_user_message) == 200  # the assistant's answer is not the user's message
+        assert state.open_session is not None and state.open_turns == 5 + 4 + 2
+        context = e.reading.context("Aria", user="lena")
+        assert context.conversation is not None and context.conversation.state == state
