@@ -104,7 +104,7 @@ def test_an_unexpected_error_is_a_bare_500_and_the_log_holds_no_secret(
     client, auth = api
     configure_logging("info", "json")
 
-    def broken(being_ref: str) -> Any:
+    def broken(being_ref: str, user: str | None = None) -> Any:
         raise RuntimeError("the context builder broke")
 
     monkeypatch.setattr(engram.reading, "context", broken)
