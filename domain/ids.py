@@ -59,3 +59,19 @@ def conversation_id_for(being_id: UUID, user: str) -> UUID:
 def session_id_for(conversation_id: UUID, ordinal: int) -> UUID:
     """The `ordinal`-th session (from 1) of a conversation."""
     return uuid5(conversation_id, f"session:{ordinal}")
+
+
+def space_id_for_name(name: str) -> UUID:
+    """A space's id, from its name: the name is unique (issue #11)."""
+    return uuid5(ENGRAM_NAMESPACE, "space:" + normalise_being_name(name))
+
+
+def fact_id_for_key(owner_id: UUID, key: str) -> UUID:
+    """A fact's id, from its owner and its key (`domain.fact.fact_key`): a fact stated again is the
+    same aggregate, also when two writers race (ADR 0056)."""
+    return uuid5(owner_id, "fact:" + key)
+
+
+def entity_map_id(owner_id: UUID) -> UUID:
+    """The owner's one `EntityMap` of aliases."""
+    return uuid5(owner_id, "entity-map")

@@ -31,6 +31,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
+    from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
     from engram.services.message_search import MessageSearching
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
     from engram.services.sessions import Sessions
+    from engram.services.spaces import SpaceCommands
 
 
 @dataclass
@@ -116,6 +118,20 @@ class Engram:
         from engram.services.message_search import MessageSearching
 
         return MessageSearching(self.store, self.views)
+
+    @cached_property
+    def facts(self) -> FactCommands:
+        """Durable facts: keyed upsert with history, pins, archives, entity aliases (ADR 0056)."""
+        from engram.services.facts import FactCommands
+
+        return FactCommands(self.store, self.clock, self.runner)
+
+    @cached_property
+    def spaces(self) -> SpaceCommands:
+        """Spaces: facts shared by several beings (ADR 0056)."""
+        from engram.services.spaces import SpaceCommands
+
+        return SpaceCommands(self.store, self.clock, self.runner)
 
     @cached_property
     def nodes(self) -> NodeCommands:

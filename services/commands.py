@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from engram.domain.errors import InvalidInput
+from engram.domain.fact import FactContent
 from engram.domain.message import Role
 from engram.domain.note import (
     DEFAULT_SCOPE,
@@ -127,6 +128,67 @@ class MessageInput(Command):
     priority: int | None = Field(None, description="0 to 10; 8 or more wakes a sleeping being (#12).")
 
 
+MAX_BATCH_FACTS = 1000
+"""Facts per batch command (one transaction)."""
+
+
+class FactInput(Command):
+    """A durable fact (issue #11, ADR 0056). The rules beyond the types (lengths, refs, ranges,
+    `general` → `other`) are the domain's (`FactContent`), the same on every interface."""
+
+    text: StorableText = Field(
+        description="The fact, one line (3 to 400 characters once whitespace is collapsed)."
+    )
+    subject: StorableText = Field(description="A user id, `__lore__`, or an entity ref.")
+    type: str = Field(
+        "other", description="preference | profile | relationship | project | other (general: other)"
+    )
+    memory_type: str | None = Field(None, description="Spec 004's PROFILE | PEOPLE | PROJECT.")
+    entity_type: str | None = Field(None, description="person | place | org | project")
+    subtype_fact_type: str | None = Field(
+        None, description="fact | preference | relationship | friction | habit"
+    )
+    memory_key: Annotated[str | None, STORABLE] = Field(
+        None,
+        description="type|entityType|primaryRef|factType: a fact with the same key is updated, not added.",
+    )
+    evidence: Annotated[str | None, STORABLE] = None
+    source_message_id: Annotated[str | None, STORABLE] = None
+    confidence: float = 1.0
+    importance: int = Field(1, description="0 trivial, 1 standard, 2 significant, 3 critical.")
+    pinned: bool = False
+    entity_refs: list[StorableText] = Field([], description="<type>:<slug> refs, e.g. person:john_doe.")
+    entity_label: Annotated[str | None, STORABLE] = None
+    source: str = "manual"
+    source_type: Annotated[str | None, STORABLE] = None
+    source_trust: float = 1.0
+    source_entity: Annotated[str | None, STORABLE] = None
+    channel: Annotated[str | None, STORABLE] = Field(None, description="A ranking hint, never a partition.")
+
+    def content(self) -> FactContent:
+        return FactContent(
+            self.text,
+            self.subject,
+            fact_type=self.type,
+            memory_type=self.memory_type,
+            entity_type=self.entity_type,
+            subtype_fact_type=self.subtype_fact_type,
+            memory_key=self.memory_key,
+            evidence=self.evidence,
+            source_message_id=self.source_message_id,
+            confidence=self.confidence,
+            importance=self.importance,
+            pinned=self.pinned,
+            entity_refs=list(self.entity_refs),
+            entity_label=self.entity_label,
+            source=self.source,
+            source_type=self.source_type,
+            source_trust=self.source_trust,
+            source_entity=self.source_entity,
+            channel=self.channel,
+        )
+
+
 class Result(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -188,3 +250,20 @@ class MessagesTaken(Result):
     refused: list[dict[str, Any]] = Field(
         [], description="Messages left out of a batch taken with `skip_refused`: index, code, field, message."
     )
+
+
+class FactWritten(Result):
+    fact_id: str
+    owner: str = Field(description="The being's or the space's name that owns the fact.")
+    owner_kind: str = Field(description="being or space.")
+    outcome: str = Field(description="stated (new), revised (content changed), reinforced (said again).")
+    version: int = Field(
+        description="The fact's version after this write: its history has this many entries."
+    )
+    importance: int
+    status: str
+
+
+class FactsWritten(Result):
+    facts: list[FactWritten]
+    refused: list[dict[str, Any]] = []

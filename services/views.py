@@ -26,6 +26,8 @@ from engram.projections.beings import BeingsView
 from engram.projections.conversation_queries import ConversationReads
 from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
+from engram.projections.fact_queries import FactReads
+from engram.projections.facts import FactsView
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
@@ -113,6 +115,7 @@ class Views:
                 TokensView(),
                 self.note_search_view,
                 ConversationsView(),
+                FactsView(),
                 MessageSearchView(),
                 *extra,
             )
@@ -154,6 +157,11 @@ class Views:
     def conversations(self) -> ConversationReads:
         """Messages, sessions and summaries (ADR 0052; call `ensure()` first)."""
         return ConversationReads(self.read)
+
+    @property
+    def facts(self) -> FactReads:
+        """Facts, entity refs and aliases, spaces (ADR 0056; call `ensure()` first)."""
+        return FactReads(self.read)
 
     @property
     def search(self) -> FullTextSearch:
