@@ -382,7 +382,7 @@ def pin(ctx: Context, being_ref: str, node_id: UUID, off: bool, *, as_json: bool
 
 # -- auditing -------------------------------------------------------------------------------
 
-KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run", "token"])
+KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run", "token", "fact", "space"])
 
 
 @cli.command("history")
