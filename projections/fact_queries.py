@@ -110,3 +110,7 @@ class FactReads:
             f"ORDER BY updated_at DESC, id DESC LIMIT 1000000 OFFSET {int(keep)}",
         )
         return [r for r in rows if not r["pinned"]]
+
+    def all_spaces(self) -> list[Row]:
+        """Every space (for the admin's `engram space list`)."""
+        return self._select(SPACES, "1 = 1", [], "ORDER BY name")
