@@ -1059,7 +1059,7 @@ def facts_upsert(results: dict[str, Result]) -> str | None:
                     "failed",
                     "state_many facts/s",
                     "ms a batch",
-                ],  # fmt: skip
+                ],
                 rows,
             ),
             "Goal: 0 versions lost (issue #11).",
