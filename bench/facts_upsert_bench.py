@@ -48,9 +48,9 @@ def _settings(database_url: str | None) -> Iterator[Settings]:
         base = {"data_dir": Path(tmp), "embedder": "hashing", "llm": "none"}
         if database_url:
             with scratch_schema(database_url) as url:
-                yield Settings(**base, database_url=url)  # type: ignore[arg-type]
+                yield Settings(**base, database_url=url)
         else:
-            yield Settings(**base)  # type: ignore[arg-type]
+            yield Settings(**base)
 
 
 def hot_key(settings: Settings, writers: int, rounds: int) -> dict[str, Any]:

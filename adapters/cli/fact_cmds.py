@@ -180,7 +180,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
                 f"{p.refused} refused"
             )
         for r in report.refusals:
-            field = f" {r['field']}:" if r["field"] and r["field"] != "line" else ""
+            named = r["field"] and r["field"] != "line" and not r["message"].startswith(r["field"])
+            field = f" {r['field']}:" if named else ""
             click.echo(f"refused: line {r['line']}:{field} {r['message']}", err=True)
         if report.refusals:
             sys.exit(EXIT_INVALID)

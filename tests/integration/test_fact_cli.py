@@ -112,7 +112,7 @@ def test_import_is_idempotent_and_names_bad_lines(run: Run, tmp_path: Path) -> N
     code, out, err = run("facts", "import", "Aria", str(path), ok=False)
     assert code == 2
     assert out.strip() == f"imported {path}: 2 written (2 stated), 0 unchanged, 1 refused"
-    assert "refused: line 3: confidence: confidence is between 0 and 1" in err
+    assert "refused: line 3: confidence is between 0 and 1" in err
     before = _stated(run)
     _, out, _ = run("facts", "import", "Aria", str(path), "--json", ok=False)
     assert (json.loads(out)["written"], json.loads(out)["unchanged"]) == (0, 2)
