@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import structlog
+
 from engram.domain.being import Being
 from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
@@ -58,6 +60,8 @@ class Owner:
     kind: str  # being | space
     name: str
 
+
+log = structlog.get_logger(__name__)
 
 FACT_WRITE_ATTEMPTS = 16
 """Attempts of a fact write: each round of a race on one key lands at least one writer, so 8 writers
@@ -177,7 +181,10 @@ class FactCommands:
 
         result = self.runner.run("state_facts", handle, being_id=being_id)
         if self.after_write is not None and result.facts:
-            self.after_write(owner.id, {c.subject for _, c in contents}, result.position)
+            try:
+                self.after_write(owner.id, {c.subject for _, c in contents}, result.position)
+            except Exception as exc:  # the write stands; the next write of the subject archives again
+                log.warning("facts.after_write_failed", owner=str(owner.id), error=repr(exc))
         return result
 
     def lore(self, being_ref: str, line: str, *, space: str | None = None) -> FactWritten:

@@ -19,9 +19,9 @@ from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import FactInput
 from engram.services.config import Settings
 from engram.services.errors import NotFound
-from engram.services.fact_capacity import ACTIVE_FACTS_PER_SUBJECT
+from engram.services.fact_capacity import ACTIVE_FACTS_PER_SUBJECT, ACTIVE_LORE_LINES
 from engram.services.fact_import import import_facts
-from tests.fact_cases import GOOD, bad_facts
+from tests.fact_cases import BAD_SPACES, GOOD, bad_facts
 from tests.support import SeededIds, SteppingClock
 
 KEY = "profile|person|mina|fact"
@@ -210,3 +210,44 @@ def test_an_import_is_idempotent_and_refuses_lines_by_number(engram: Engram, tmp
     engram.views.ensure()
     rows = engram.views.facts.facts(engram.views.facts.owners(UUID(engram.beings.register("Bea").being_id)))
     assert rows == []
+
+
+@pytest.mark.parametrize("space", [pytest.param(s, id=name) for name, s in BAD_SPACES])
+def test_a_space_that_does_not_exist_or_lacks_the_being_is_refused(engram: Engram, space: str) -> None:
+    _beings(engram, "Aria", "Bea")
+    engram.spaces.create("family", ["Bea"])
+    before = _events(engram)
+    for write in (
+        lambda: engram.facts.state("Aria", _fact(), space=space),
+        lambda: engram.facts.lore("Aria", "the harbour floods", space=space),
+        lambda: engram.facts.merge_entities("Aria", "person:a", "person:b", space=space),
+    ):
+        with pytest.raises(InvalidInput) as err:
+            write()
+        assert err.value.details["field"] == "space"
+    assert _events(engram) == before
+
+
+def test_lore_keeps_its_latest_120_lines(engram: Engram) -> None:
+    (aria,) = _beings(engram, "Aria")
+    from engram.services.facts import lore_content
+
+    engram.facts.state_many("Aria", [lore_content(f"line {i}") for i in range(ACTIVE_LORE_LINES + 3)])
+    engram.views.ensure()
+    reads = engram.views.facts
+    active = reads.facts(reads.owners(aria), subject="__lore__", limit=1000)
+    assert len(active) == ACTIVE_LORE_LINES
+    archived = reads.facts(reads.owners(aria), subject="__lore__", include_archived=True, limit=1000)
+    assert len(archived) == ACTIVE_LORE_LINES + 3
+
+
+def test_a_failing_follow_up_leaves_the_write_standing(engram: Engram) -> None:
+    _beings(engram, "Aria")
+
+    def failing(*_: Any) -> None:
+        raise RuntimeError("the view is held back")
+
+    engram.facts.after_write = failing
+    written = engram.facts.state("Aria", _fact())
+    assert written.outcome == "stated"
+    assert engram.audit.history("fact", written.fact_id)[0]["type"] == "Fact.Stated"
