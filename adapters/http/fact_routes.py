@@ -11,7 +11,7 @@ from uuid import UUID
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from engram.adapters.http.deps import Admin, Being, EngramDep
+from engram.adapters.http.deps import Admin, Being, EngramDep, parse_as_of
 from engram.adapters.http.problems import BAD_JSON, COMMON, CONFLICT
 from engram.services.commands import MAX_BATCH_FACTS, Done, FactInput, FactsWritten, FactWritten
 from engram.services.errors import NotFound
@@ -108,6 +108,21 @@ def _readable(engram: Any, being: Any, fact_id: UUID) -> None:
     reads = engram.views.facts
     if reads.fact(reads.owners(being.id), fact_id) is None:
         raise NotFound(f"fact {fact_id} not found")
+
+
+@facts.get("/beings/{being}/facts/{fact_id}", name="show_fact")
+def show_fact(
+    being: Being,
+    engram: EngramDep,
+    fact_id: UUID,
+    as_of: Annotated[
+        str | None, Query(description="A version (`2`) or an ISO instant: what was believed then.")
+    ] = None,
+) -> dict[str, Any]:
+    """One of the being's (or its spaces') facts, now or as of a version or an instant."""
+    _readable(engram, being, fact_id)
+    version, instant = parse_as_of(as_of)
+    return engram.audit.state("fact", str(fact_id), version=version, as_of=instant)
 
 
 @facts.get("/beings/{being}/facts/{fact_id}/history", name="fact_history")

@@ -58,6 +58,12 @@ def test_write_list_pin_archive_and_history(api: Api) -> None:
     )
     assert [r["text"] for r in client.get(_url("Aria"), headers=h["Aria"]).json()] == ["Mina likes tea"]
     assert len(client.get(_url("Aria"), params={"all": "true"}, headers=h["Aria"]).json()) == 2
+    then = client.get(_url("Aria", f"/{fact_id}"), params={"as_of": "1"}, headers=h["Aria"]).json()
+    assert (then["version"], then["importance"], then["latest_version"]) == (
+        1,
+        1,
+        5,
+    )  # stated, reinforced, pinned, unpinned, archived
     history = client.get(_url("Aria", f"/{fact_id}/history"), headers=h["Aria"]).json()
     assert [e["type"] for e in history][-1] == "Fact.Archived"
     lore = client.post("/v1/beings/Aria/lore", json={"line": "the harbour floods"}, headers=h["Aria"])
@@ -103,6 +109,7 @@ def test_spaces_and_tenant_probes(api: Api, engram: Engram) -> None:
     assert seen == {"Aria": {shared["fact_id"]}, "Bo": {shared["fact_id"]}, "Cy": {own["fact_id"]}}
     # 0 leaks: another being's path, another's fact through one's own path
     assert client.get(_url("Aria"), headers=h["Cy"]).status_code == 404
+    assert client.get(_url("Cy", f"/{shared['fact_id']}"), headers=h["Cy"]).status_code == 404
     for verb in ("pin", "archive", "history"):
         method = client.get if verb == "history" else client.post
         assert method(_url("Cy", f"/{shared['fact_id']}/{verb}"), headers=h["Cy"]).status_code == 404
