@@ -1022,6 +1022,51 @@ def deployment(results: dict[str, Result]) -> str:
     )
 
 
+def facts_upsert(results: dict[str, Result]) -> str | None:
+    """Issue #11 (helper A): one hot fact key from 8 writers, and `state_many` throughput."""
+    found = [results[k] for k in ("facts-upsert-sqlite", "facts-upsert-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r["meta"]["backend"], r["meta"]["backend"]),
+            f"{r['hot_key']['writers']} × {r['hot_key']['rounds']}",
+            _n(r["hot_key"]["final_version"]),
+            _n(r["hot_key"]["versions_lost"]),
+            _n(r["hot_key"]["writes_failed"]),
+            _n(r["batches"]["facts_per_s"]),
+            f"{r['batches']['batch_ms']:.0f}",
+        )
+        for r in found
+    ]
+    first = found[0]
+    return _section(
+        "Fact upsert",
+        "engram bench facts-upsert [-- --database-url postgresql://…]",
+        first,
+        [
+            f"One memory key written by {first['hot_key']['writers']} writers at once (each its own Engram "
+            "over one store, started at a barrier), each stating its own revisions; then "
+            f"{_n(first['batches']['facts'])} distinct facts stated {first['batches']['batch_size']} to a "
+            "transaction with `state_many`, each write followed by archive by capacity (ADR 0057).",
+            table(
+                [
+                    "backend",
+                    "writers × writes",
+                    "versions",
+                    "lost",
+                    "failed",
+                    "state_many facts/s",
+                    "ms a batch",
+                ],
+                rows,
+            ),
+            "Goal: 0 versions lost (issue #11).",
+        ],
+    )
+
+
 RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("event-size", lambda rs: event_size(rs["event-size"]) if "event-size" in rs else None),
     ("ingest", ingest),
@@ -1039,6 +1084,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("notes", notes),
     ("journal", journal),
     ("sessions", lambda rs: sessions(rs["sessions"]) if "sessions" in rs else None),
+    ("facts-upsert", facts_upsert),
 )
 
 

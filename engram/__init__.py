@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from engram.domain.errors import DomainError, InvalidInput
-    from engram.services.api import ConfigurationError, Engram, MessageInput, NoteInput, Settings, open
+    from engram.services.api import (
+        ConfigurationError,
+        Engram,
+        FactInput,
+        MessageInput,
+        NoteInput,
+        Settings,
+        open,
+    )
     from engram.services.errors import Conflict, NotFound
 
 __all__ = [
@@ -32,6 +40,7 @@ __all__ = [
     "Conflict",
     "DomainError",
     "Engram",
+    "FactInput",
     "InvalidInput",
     "MessageInput",
     "NotFound",
@@ -45,6 +54,7 @@ _HOMES = {
     "ConfigurationError": "engram.services.config",
     "Engram": "engram.services.api",
     "MessageInput": "engram.services.api",
+    "FactInput": "engram.services.api",
     "NoteInput": "engram.services.api",
     "Settings": "engram.services.api",
     "DomainError": "engram.domain.errors",

@@ -97,3 +97,20 @@ class FactReads:
         for r in sorted(rows, key=lambda r: order[r["owner_id"]], reverse=True):
             merged[r["alias"]] = r["into_ref"]
         return merged
+
+    # -- helper A: archive by capacity (ADR 0057) ---------------------------------------------------
+
+    def over_capacity(self, owner_id: UUID | str, subject: str, keep: int) -> list[Row]:
+        """The owner's active, unpinned facts of `subject` after its latest `keep` active ones (pinned
+        ones count among the kept): what archiving by capacity takes."""
+        rows = self._select(
+            FACTS,
+            "owner_id = ? AND subject = ? AND status = 'active'",
+            [str(owner_id), subject],
+            f"ORDER BY updated_at DESC, id DESC LIMIT 1000000 OFFSET {int(keep)}",
+        )
+        return [r for r in rows if not r["pinned"]]
+
+    def all_spaces(self) -> list[Row]:
+        """Every space (for the admin's `engram space list`)."""
+        return self._select(SPACES, "1 = 1", [], "ORDER BY name")

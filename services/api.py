@@ -47,6 +47,16 @@ Example::
         hits = memory.message_search.search("Aria", "tomatoes", channel="telegram", limit=8).hits
         print(hits[0].id, hits[0].snippet)   # tg-8812 Shall we plant the tomatoes on Saturday?
 
+        # Durable facts (issue #11): the same key again is the same fact, reinforced or revised.
+        key = "profile|person|mina|fact"
+        memory.facts.state("Aria", FactInput(subject="mina", text="Mina lives in Austin", memory_key=key))
+        moved = memory.facts.state("Aria", FactInput(subject="mina", text="Mina lives in Denver",
+                                                     memory_key=key))
+        print(moved.outcome, moved.version)  # revised 2 (`engram show fact ID --as-of 1`: Austin)
+        memory.facts.lore("Aria", "the harbour floods in spring")  # Memory line: … (__lore__)
+        memory.spaces.create("family", ["Aria"])   # facts shared by several beings
+        memory.facts.state("Aria", FactInput(subject="mina", text="Mina keeps bees"), space="family")
+
 The reads are `recall` (≤ 3 nodes above the embedder's threshold, as a fragment stream),
 `recall_memory` (a cluster's nodes), `search_memory` (keywords, a page at a time; it reactivates
 every match) and `query` (ranked retrieval), which reactivate what they reach (not
@@ -77,11 +87,20 @@ from typing import Any
 import structlog
 
 from engram.services.bootstrap import Engram, bootstrap, configure_logging
-from engram.services.commands import MessageInput, NoteInput
+from engram.services.commands import FactInput, MessageInput, NoteInput
 from engram.services.config import ConfigurationError, Settings, load_settings, unknown_variables
 from engram.services.ports import LLM, Clock, Embedder, IdFactory
 
-__all__ = ["ConfigurationError", "Engram", "MessageInput", "NoteInput", "Settings", "open", "open_engram"]
+__all__ = [
+    "ConfigurationError",
+    "Engram",
+    "FactInput",
+    "MessageInput",
+    "NoteInput",
+    "Settings",
+    "open",
+    "open_engram",
+]
 
 log = structlog.get_logger("engram")
 

@@ -12,9 +12,11 @@ from eventsourcing.domain import Aggregate
 from engram.domain.being import Being
 from engram.domain.cluster import Cluster
 from engram.domain.errors import InvalidInput
+from engram.domain.fact import Fact
 from engram.domain.node import MemoryNode
 from engram.domain.note import Note
 from engram.domain.patrol_run import PatrolRun
+from engram.domain.space import Space
 from engram.domain.token import ApiToken
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import NotFound
@@ -37,6 +39,8 @@ class AggregateKind(StrEnum):
     CLUSTER = "cluster"
     PATROL_RUN = "patrol-run"
     TOKEN = "token"  # noqa: S105 - the aggregate kind, not a secret
+    FACT = "fact"
+    SPACE = "space"
 
 
 KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
@@ -46,6 +50,8 @@ KIND_CLASSES: dict[AggregateKind, type[Aggregate]] = {
     AggregateKind.CLUSTER: Cluster,
     AggregateKind.PATROL_RUN: PatrolRun,
     AggregateKind.TOKEN: ApiToken,
+    AggregateKind.FACT: Fact,
+    AggregateKind.SPACE: Space,
 }
 
 
@@ -87,7 +93,7 @@ class AuditQueries:
         events = self.store.events(aggregate_id)
         if not events or _kind_of_topic(str(type(events[0]).TOPIC)) is not kind:
             raise NotFound(f"{kind.value} {ref} not found")
-        if being_id is not None and events[0].being_id != being_id:
+        if being_id is not None and getattr(events[0], "being_id", None) != being_id:
             raise NotFound(f"{kind.value} {ref} not found")
         return events
 

@@ -31,6 +31,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
+    from engram.services.fact_capacity import FactCapacity
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
@@ -122,9 +123,18 @@ class Engram:
     @cached_property
     def facts(self) -> FactCommands:
         """Durable facts: keyed upsert with history, pins, archives, entity aliases (ADR 0056)."""
-        from engram.services.facts import FactCommands
+        from engram.services.facts import FACT_WRITE_ATTEMPTS, FactCommands
 
-        return FactCommands(self.store, self.clock, self.runner)
+        # One hot key may have many writers at once: each round of a race lands one of them (ADR 0057).
+        runner = CommandRunner(max(self.settings.command_retries, FACT_WRITE_ATTEMPTS))
+        return FactCommands(self.store, self.clock, runner, after_write=self.fact_capacity.enforce)
+
+    @cached_property
+    def fact_capacity(self) -> FactCapacity:
+        """Archive by capacity after each fact write (ADR 0057)."""
+        from engram.services.fact_capacity import FactCapacity
+
+        return FactCapacity(self.store, self.clock, self.runner, lambda: self.views)
 
     @cached_property
     def spaces(self) -> SpaceCommands:

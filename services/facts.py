@@ -8,15 +8,27 @@ lands after it. Nothing is lost and nothing fails silently (spec 004's race).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+import structlog
+
 from engram.domain.being import Being
 from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
-from engram.domain.fact import ArchiveReason, Fact, FactContent, fact_key
+from engram.domain.fact import (
+    LORE_CONFIDENCE,
+    LORE_SUBJECT,
+    ArchiveReason,
+    Fact,
+    FactContent,
+    FactSource,
+    FactType,
+    fact_key,
+    lore_text,
+)
 from engram.domain.ids import entity_map_id, fact_id_for_key, space_id_for_name
 from engram.domain.space import Space, check_space_name
 from engram.services.beings import resolve_being_id
@@ -28,6 +40,18 @@ from engram.services.runner import CommandRunner
 from engram.services.store import AggregateStore
 
 
+def lore_content(line: str) -> FactContent:
+    if not isinstance(line, str) or not line.strip(" \t\n."):
+        raise InvalidInput("a lore line is text, not only spaces", field="text")
+    return FactContent(
+        lore_text(line),
+        LORE_SUBJECT,
+        fact_type=FactType.LORE,
+        confidence=LORE_CONFIDENCE,
+        source=FactSource.LORE,
+    )
+
+
 @dataclass(frozen=True)
 class Owner:
     """Whose a fact is: a being's own, or a space the being is in."""
@@ -37,11 +61,29 @@ class Owner:
     name: str
 
 
+log = structlog.get_logger(__name__)
+
+FACT_WRITE_ATTEMPTS = 16
+"""Attempts of a fact write: each round of a race on one key lands at least one writer, so 8 writers
+of a hot key need up to 8; twice that leaves room for late arrivals (ADR 0057)."""
+
+AfterWrite = Callable[[UUID, set[str], int | None], object]
+"""Called after a write with the owner, the subjects written and the position (archive by capacity,
+ADR 0057): a follow-up of its own, so a failure there never undoes the write."""
+
+
 class FactCommands:
-    def __init__(self, store: AggregateStore, clock: Clock, runner: CommandRunner) -> None:
+    def __init__(
+        self,
+        store: AggregateStore,
+        clock: Clock,
+        runner: CommandRunner,
+        after_write: AfterWrite | None = None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.runner = runner
+        self.after_write = after_write
 
     # -- owners ---------------------------------------------------------------------------------
 
@@ -137,7 +179,17 @@ class FactCommands:
             ]
             return FactsWritten(facts=written, refused=refused, position=position)
 
-        return self.runner.run("state_facts", handle, being_id=being_id)
+        result = self.runner.run("state_facts", handle, being_id=being_id)
+        if self.after_write is not None and result.facts:
+            try:
+                self.after_write(owner.id, {c.subject for _, c in contents}, result.position)
+            except Exception as exc:  # the write stands; the next write of the subject archives again
+                log.warning("facts.after_write_failed", owner=str(owner.id), error=repr(exc))
+        return result
+
+    def lore(self, being_ref: str, line: str, *, space: str | None = None) -> FactWritten:
+        """Spec 001's lore: `Memory line: <line>.` under `__lore__`, type lore, confidence 0.72."""
+        return self.state_many(being_ref, [lore_content(line)], space=space).facts[0]
 
     def _change(self, being_ref: str, fact_id: UUID, command: str, change: Any) -> Done:
         being_id = resolve_being_id(self.store, being_ref)

@@ -93,6 +93,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",
     )
     _passthrough(
+        "facts-upsert",
+        "facts_upsert_bench",
+        "One hot fact key from 8 writers (versions lost: goal 0) and state_many throughput (100k facts).",
+    )
+    _passthrough(
         "notes", "notes_pack", "Context pack and notes list p50/p95 at 1k, 10k and 100k notes of one being."
     )
     _passthrough(

@@ -382,7 +382,7 @@ def pin(ctx: Context, being_ref: str, node_id: UUID, off: bool, *, as_json: bool
 
 # -- auditing -------------------------------------------------------------------------------
 
-KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run", "token"])
+KINDS = click.Choice(["being", "note", "node", "cluster", "patrol-run", "token", "fact", "space"])
 
 
 @cli.command("history")
@@ -518,6 +518,9 @@ _journal.register(cli, command)  # `engram journal refresh|show|memory` (ADR 005
 from engram.adapters.cli import session_cmds as _sessions  # noqa: E402
 
 _sessions.register(cli, command)  # `engram sessions list|show|summarize|resummarize` (ADR 0053)
+from engram.adapters.cli import fact_cmds as _facts  # noqa: E402
+
+_facts.register(cli, command)  # `engram facts add|list|pin|…`, `lore`, `space`, `entity` (ADR 0057)
 
 
 def main() -> None:

@@ -487,6 +487,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
 
     add_session_tools(server, session)  # `list_sessions`, `show_session` (ADR 0053)
     register_message_tools(server, session)  # note_message, search_messages (issue #10)
+    from engram.adapters.mcp.fact_tools import register_fact_tools
+
+    register_fact_tools(server, session)  # add_fact, list_facts, add_lore (issue #11)
     return server
 
 

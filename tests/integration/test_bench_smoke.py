@@ -57,6 +57,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "notes-sqlite",
         "sessions",
         "messages-sqlite",
+        "facts-upsert-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -66,6 +67,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "notes-sweep-postgresql",
             "notes-postgresql",
             "messages-postgresql",
+            "facts-upsert-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
@@ -113,6 +115,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Memory and disk",
         "## Session close and extractive summary",
         "## Context pack and notes list",
+        "## Fact upsert",
         "## What the figures mean for a deployment",
     ):
         assert heading in page

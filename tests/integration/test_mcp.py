@@ -52,6 +52,9 @@ TOOLS = {
     "show_session",
     "note_message",
     "search_messages",
+    "add_fact",  # issue #11
+    "list_facts",
+    "add_lore",
 }
 
 

@@ -48,3 +48,33 @@ def test_every_query_is_scoped_to_its_being(engram: Engram) -> None:
         assert len(read.listed_notes(being.id)) == 2
         assert [d["being_id"] for d in read.diary(being.id)] == [str(being.id)]
         assert read.revivable(being.id) == []
+
+
+def test_fact_reads_are_scoped_to_a_being_and_its_spaces(engram: Engram) -> None:
+    """Issue #11's tenant probe on the facts view: every read of `FactReads` with a being's owners
+    returns its own and its spaces' facts, never another being's or a space it is not in (0 leaks)."""
+    from uuid import UUID
+
+    from engram.services.commands import FactInput
+
+    ids = {n: UUID(engram.beings.register(n).being_id) for n in ("Ana", "Ben", "Col")}
+    engram.spaces.create("crew", ["Ana", "Ben"])
+    engram.spaces.create("solo", ["Col"])
+    written: dict[str, set[str]] = {}
+    for name, space in (("Ana", None), ("Ben", None), ("Col", None), ("Ana", "crew"), ("Col", "solo")):
+        fact = FactInput(subject="u", text="shared words", entity_refs=["person:x"], pinned=True)
+        w = engram.facts.state(name, fact, space=space)
+        written.setdefault(space or name, set()).add(w.fact_id)
+        engram.facts.merge_entities(name, "person:y", "person:x", space=space)
+    engram.views.ensure()
+    reads = engram.views.facts
+    allowed = {"Ana": {"Ana", "crew"}, "Ben": {"Ben", "crew"}, "Col": {"Col", "solo"}}
+    for name, being_id in ids.items():
+        owners = reads.owners(being_id)
+        mine = set().union(*(written[o] for o in allowed[name]))
+        assert {r["id"] for r in reads.facts(owners, limit=1000)} == mine
+        assert {r["id"] for r in reads.pinned(owners)} == mine
+        assert {r["fact_id"] for r in reads.facts_with_refs(owners, ["person:x"])} == mine
+        for other in set(written) - allowed[name]:
+            assert all(reads.fact(owners, f) is None for f in written[other])
+        assert {s["name"] for s in reads.spaces_of(being_id)} == allowed[name] - set(ids)
