@@ -63,7 +63,8 @@ def test_the_cli_lists_shows_and_summarizes_sessions(
         return result.stdout, result.stderr
 
     out, _ = run("sessions", "list", "Aria", "--user", "lena")
-    lines = out.splitlines()
+    state, *lines = out.splitlines()  # first where the conversation with lena stands, then its sessions
+    assert state.startswith("lena: 21 messages") and "open session: 9 turns" in state
     assert len(lines) == 2 and "#2" in lines[0] and "open" in lines[0]
     assert closed_id in lines[1] and "closed (gap)" in lines[1] and "12 messages with lena" in lines[1]
     listed = json.loads(run("sessions", "list", "Aria", "--limit", "1", "--json")[0])
@@ -111,6 +112,7 @@ def test_http_lists_and_shows_sessions_of_the_being_only(engram: Engram) -> None
         stranger = client.get("/v1/beings/Aria/context", params={"user": "mo"}, headers=auth).json()
         assert stranger["conversation"] == {
             "user": "mo",
+            "state": None,
             "last_session": None,
             "rolling": None,
             "spine": None,
