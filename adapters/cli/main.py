@@ -518,6 +518,9 @@ _journal.register(cli, command)  # `engram journal refresh|show|memory` (ADR 005
 from engram.adapters.cli import session_cmds as _sessions  # noqa: E402
 
 _sessions.register(cli, command)  # `engram sessions list|show|summarize|resummarize` (ADR 0053)
+from engram.adapters.cli import extraction_cmds as _extraction  # noqa: E402
+
+_extraction.register(cli, command)  # `engram facts extract` (ADR 0058)
 
 
 def main() -> None:

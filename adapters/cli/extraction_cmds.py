@@ -1,0 +1,68 @@
+"""`engram facts extract BEING`: fact extraction from the messages not read yet, now (ADR 0058)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from engram.adapters.cli.output import emit_json
+from engram.services.fact_extraction import ExtractionProgress, ExtractionReport
+
+
+def report_text(r: ExtractionReport) -> str:
+    lines = [
+        f"{r.messages} messages read: {r.stated} facts stated, {r.reinforced} reinforced, {r.revised} revised"
+    ]
+    rejected = sum(r.rejected.values())
+    if rejected:
+        by = ", ".join(
+            f"{code} {n}" for code, n in sorted(r.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
+        )
+        lines.append(f"{rejected} candidates rejected: {by}")
+    if r.skipped:
+        lines.append(f"{r.skipped} messages skipped: no LLM is configured (ENGRAM_LLM)")
+    if r.failed:
+        lines.append(f"{r.failed} messages deferred: the LLM could not be reached (asked again later)")
+    if r.already:
+        lines.append(f"{r.already} messages extracted meanwhile by another process")
+    lines.extend(f"error: {e}" for e in r.errors)
+    return "\n".join(lines)
+
+
+def facts_group(cli: click.Group) -> click.Group:
+    """The `engram facts` group, shared with the other facts commands: found, or added."""
+    found = cli.commands.get("facts")
+    if isinstance(found, click.Group):
+        return found
+
+    @cli.group("facts")
+    def facts() -> None:
+        """A being's durable facts."""
+
+    return facts
+
+
+def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
+    """Adds `engram facts extract` to `cli`; `command` adds --json and error handling."""
+
+    @facts_group(cli).command("extract")
+    @click.argument("being_ref", metavar="BEING")
+    @command
+    def extract(ctx: Any, being_ref: str, *, as_json: bool) -> None:
+        """Extract facts from BEING's messages not read yet, now (what the worker does every
+        ENGRAM_EXTRACTION_INTERVAL_S). Without an LLM, records once that they were skipped."""
+
+        def progress(p: ExtractionProgress) -> None:
+            if not as_json and sys.stderr.isatty():
+                click.echo(f"\r{p.done}/{p.total} messages", nl=False, err=True)
+
+        report = ctx.engram.extraction.run_until_done(being_ref, progress=progress)
+        if not as_json and sys.stderr.isatty():
+            click.echo("", err=True)
+        if as_json:
+            emit_json(report.as_dict())
+        else:
+            click.echo(report_text(report))
