@@ -88,6 +88,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("journal", passthrough("journal", *journal))
     sessions = ("--sizes", "10", "--sessions", "3") if quick else ()
     runs.append(BenchRun("sessions", passthrough("sessions", *sessions)))
+    extraction = ("--messages", "300") if quick else ()
+    runs += per_backend("extraction", passthrough("extraction", *extraction))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs

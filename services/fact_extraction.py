@@ -287,14 +287,13 @@ class FactExtraction:
     ) -> ExtractionReport:
         """`run_pending` for one being until nothing is left that this run can do."""
         total = ExtractionReport()
-        seen = -1
         while True:
             report = self.run_pending(being_ref, progress=progress)
             total.add(report)
             done = report.messages + report.skipped + report.failed + report.already
-            if done == 0 or report.skipped or (report.failed and report.failed == done) or done == seen:
+            # Failed messages come back at most MAX_ATTEMPTS times; a round of failures only ends it.
+            if done == 0 or report.skipped or report.failed == done:
                 return total
-            seen = done
 
     # -- one message ----------------------------------------------------------------------------
 

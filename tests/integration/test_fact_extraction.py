@@ -19,6 +19,8 @@ from engram.services.config import Settings
 from engram.services.extraction_prompts import EXTRACTION_PROMPT_VERSION
 from engram.services.fact_extraction import FactExtraction
 from engram.services.ports import LLMTransientError
+from engram.services.worker import Worker
+from tests.integration.http_support import wait_until
 from tests.patrol_support import Call, ScriptedLLM
 from tests.session_support import chat
 from tests.support import SeededIds, SteppingClock
@@ -299,3 +301,23 @@ def test_a_rebuilt_view_equals_the_live_one_without_an_llm_call(with_llm: Callab
 
     assert state() == live and len(llm.calls) == calls
     assert live[1] == {"pending": 0, "extracted": 2, "failed": 1, "skipped": 0}
+
+
+def test_the_worker_extracts_pending_messages_by_itself(
+    make_settings: Callable[..., Settings], clock: SteppingClock
+) -> None:
+    llm = ScriptedLLM({TASK: {"facts": [GROUNDED]}}, fallback={})
+    e = bootstrap(make_settings(extraction_interval_s=0.05), clock=clock, ids=SeededIds(), llm=llm)
+    try:
+        being_id = _setup(e, [("user", NURSE)])
+        worker = Worker(
+            e.views, names=["extraction"], poll_interval=0.05, extraction=e.extraction.worker_round
+        )
+        worker.start()
+        try:
+            assert wait_until(lambda: len(_record(e, being_id, "m0")) == 1, timeout=30)
+        finally:
+            worker.stop()
+        assert [f["text"] for f in _facts(e, being_id)] == ["Lena works as a nurse"]
+    finally:
+        e.close()
