@@ -90,13 +90,13 @@ class InstantLLM:
 def _engram(root: Path, database_url: str | None, llm: InstantLLM) -> Iterator[Engram]:
     if database_url:
         with scratch_schema(database_url, "bench_extraction_") as url:
-            e = bootstrap(Settings(data_dir=root, database_url=url, embedder="hashing", llm="none"), llm=llm)  # type: ignore[arg-type]
+            e = bootstrap(Settings(data_dir=root, database_url=url, embedder="hashing", llm="none"), llm=llm)
             try:
                 yield e
             finally:
                 e.close()
     else:
-        e = bootstrap(Settings(data_dir=root, embedder="hashing", llm="none"), llm=llm)  # type: ignore[arg-type]
+        e = bootstrap(Settings(data_dir=root, embedder="hashing", llm="none"), llm=llm)
         try:
             yield e
         finally:
@@ -119,7 +119,7 @@ def run(messages: int, database_url: str | None) -> dict[str, Any]:
                     role="user",
                     text=message_text(n),
                     at=start + timedelta(minutes=n),
-                )  # type: ignore[arg-type]
+                )
                 for n in range(first, min(messages, first + 500))
             ]
             e.messages.take_many("Aria", batch)
