@@ -101,6 +101,27 @@ class ExtractionReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def text(self) -> str:
+        """The report as the CLI and MCP say it."""
+        r = self
+        lines = [
+            f"{r.messages} messages read: {r.stated} facts stated, {r.reinforced} reinforced, {r.revised} revised"
+        ]
+        rejected = sum(r.rejected.values())
+        if rejected:
+            by = ", ".join(
+                f"{code} {n}" for code, n in sorted(r.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
+            )
+            lines.append(f"{rejected} candidates rejected: {by}")
+        if r.skipped:
+            lines.append(f"{r.skipped} messages skipped: no LLM is configured (ENGRAM_LLM)")
+        if r.failed:
+            lines.append(f"{r.failed} messages deferred: the LLM could not be reached (asked again later)")
+        if r.already:
+            lines.append(f"{r.already} messages extracted meanwhile by another process")
+        lines.extend(f"error: {e}" for e in r.errors)
+        return "\n".join(lines)
+
     def add(self, other: ExtractionReport) -> None:
         for name in ("messages", "stated", "reinforced", "revised", "failed", "skipped", "already"):
             setattr(self, name, getattr(self, name) + getattr(other, name))

@@ -13,23 +13,7 @@ from engram.services.fact_extraction import ExtractionProgress, ExtractionReport
 
 
 def report_text(r: ExtractionReport) -> str:
-    lines = [
-        f"{r.messages} messages read: {r.stated} facts stated, {r.reinforced} reinforced, {r.revised} revised"
-    ]
-    rejected = sum(r.rejected.values())
-    if rejected:
-        by = ", ".join(
-            f"{code} {n}" for code, n in sorted(r.rejected.items(), key=lambda kv: (-kv[1], kv[0]))
-        )
-        lines.append(f"{rejected} candidates rejected: {by}")
-    if r.skipped:
-        lines.append(f"{r.skipped} messages skipped: no LLM is configured (ENGRAM_LLM)")
-    if r.failed:
-        lines.append(f"{r.failed} messages deferred: the LLM could not be reached (asked again later)")
-    if r.already:
-        lines.append(f"{r.already} messages extracted meanwhile by another process")
-    lines.extend(f"error: {e}" for e in r.errors)
-    return "\n".join(lines)
+    return r.text()
 
 
 def facts_group(cli: click.Group) -> click.Group:

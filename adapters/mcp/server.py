@@ -487,6 +487,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
 
     add_session_tools(server, session)  # `list_sessions`, `show_session` (ADR 0053)
     register_message_tools(server, session)  # note_message, search_messages (issue #10)
+    from engram.adapters.mcp.extraction_tools import add_extraction_tools
+
+    add_extraction_tools(server, session)  # `extract_facts` (ADR 0058)
     return server
 
 

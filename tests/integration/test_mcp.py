@@ -52,6 +52,7 @@ TOOLS = {
     "show_session",
     "note_message",
     "search_messages",
+    "extract_facts",  # ADR 0058
 }
 
 
