@@ -9,9 +9,9 @@ actions, promises and character are never facts about the world.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 from engram.services.patrol.prompts import Answer
 
@@ -29,14 +29,36 @@ EXTRACTION_SYSTEM = (
 )
 
 
-class FactsAnswer(Answer):
-    """extract_facts: at most four facts. Each item is checked on its own (ADR 0058), so one badly
-    shaped item is refused and recorded without refusing the others."""
+def _nullable(kind: str) -> dict[str, Any]:
+    return {"anyOf": [{"type": kind}, {"type": "null"}]}
 
-    facts: list[Any] = Field(
+
+FACT_ITEM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "fact": {"type": "string"},
+        "type": _nullable("string"),
+        "subject": _nullable("string"),
+        "evidence": _nullable("string"),
+        "confidence": _nullable("number"),
+        "importance": _nullable("integer"),
+        "entity_refs": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]},
+        "entity_label": _nullable("string"),
+    },
+    "required": ["fact"],
+    "additionalProperties": False,
+}
+
+
+class FactsAnswer(Answer):
+    """extract_facts: at most four facts. The model is shown a typed item (the providers' structured
+    outputs need one); each item is validated on its own afterwards (ADR 0058), so one badly shaped
+    item is refused and recorded without refusing the others."""
+
+    facts: Annotated[list[Any], WithJsonSchema({"type": "array", "items": FACT_ITEM_SCHEMA})] = Field(
         description=(
             f"at most {MAX_FACTS_PER_MESSAGE} items: {{fact, type?, subject?, evidence?, confidence?, "
-            "importance?, entity_refs?, entity_label?}}"
+            "importance?, entity_refs?, entity_label?}"
         )
     )
 

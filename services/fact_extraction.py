@@ -75,12 +75,12 @@ class Candidate(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
     fact: str
-    type: str = "other"
+    type: str | None = None  # None (what a strict provider sends for "not given"): the default
     subject: str | None = None
     evidence: str | None = None
-    confidence: float = EXTRACTED_CONFIDENCE
-    importance: int = 1
-    entity_refs: list[str] = []
+    confidence: float | None = None
+    importance: int | None = None
+    entity_refs: list[str] | None = None
     entity_label: str | None = None
 
 
@@ -207,7 +207,7 @@ def sort_candidates(items: list[Any], row: Mapping[str, Any], being: str) -> _So
         fact_type = "other" if fact_type not in {t.value for t in FactType} - {"lore"} else fact_type
         subject = user
         try:
-            refs = check_entity_refs(list(c.entity_refs))
+            refs = check_entity_refs(list(c.entity_refs or []))
             if c.subject and c.subject != user:
                 subject = check_entity_refs([c.subject])[0]  # another subject is an entity ref
             content = FactContent(
@@ -217,8 +217,8 @@ def sort_candidates(items: list[Any], row: Mapping[str, Any], being: str) -> _So
                 memory_key=_memory_key(c, fact_type, refs),
                 evidence=evidence,
                 source_message_id=str(row["message_key"]),
-                confidence=c.confidence,
-                importance=c.importance,
+                confidence=EXTRACTED_CONFIDENCE if c.confidence is None else c.confidence,
+                importance=1 if c.importance is None else c.importance,
                 entity_refs=refs,
                 entity_label=c.entity_label,
                 source=FactSource.EXTRACTION,
