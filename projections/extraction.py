@@ -116,6 +116,21 @@ class ExtractionReads:
             )
         return [dict(r) for r in rows]
 
+    def newest_pending(self, being_id: UUID | None) -> dict[str, tuple[int, int]]:
+        """Per being: the position of its newest pending message after its skip cursor, and how many
+        there are — what one `Skipped` covers when no LLM is configured."""
+        where, params = "m.state = 'pending' AND m.position > COALESCE(b.skipped_upto, 0)", []
+        if being_id is not None:
+            where += " AND m.being_id = ?"
+            params.append(str(being_id))
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT m.being_id, MAX(m.position) AS upto, COUNT(*) AS n FROM {tables['extraction_messages']} m "
+                f"LEFT JOIN {tables['extraction_beings']} b ON b.id = m.being_id WHERE {where} GROUP BY m.being_id",
+                params,
+            )
+        return {str(r["being_id"]): (int(r["upto"]), int(r["n"])) for r in rows}
+
     def counts(self, being_id: UUID) -> dict[str, int]:
         """How many of the being's messages are in each state (skipped: pending before the cursor)."""
         with self.read.reading(VIEW) as (conn, tables):

@@ -15,7 +15,6 @@ being, that extraction was skipped up to the newest pending message (`Extraction
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -281,12 +280,12 @@ class FactExtraction:
         being_id = resolve_being_id(self.store, being_ref) if being_ref is not None else None
         if being_id is not None:
             self.catch_up()
-        rows = self.reads().pending(being_id, limit=limit)
         report = ExtractionReport()
         llm = self.llm()
         if llm is None:
-            self._skip(rows, report)
+            self._skip(self.reads().newest_pending(being_id), report)
             return report
+        rows = self.reads().pending(being_id, limit=limit)
         for done, row in enumerate(rows, 1):
             if stopping():
                 break
@@ -318,15 +317,9 @@ class FactExtraction:
 
     # -- one message ----------------------------------------------------------------------------
 
-    def _skip(self, rows: list[dict[str, Any]], report: ExtractionReport) -> None:
+    def _skip(self, newest: Mapping[str, tuple[int, int]], report: ExtractionReport) -> None:
         """No LLM: one `Skipped` per being, up to its newest pending message."""
-        upto: dict[str, int] = {}
-        count: Counter[str] = Counter()
-        for row in rows:
-            if row["state"] == "pending":
-                upto[row["being_id"]] = max(upto.get(row["being_id"], 0), int(row["position"]))
-                count[row["being_id"]] += 1
-        for being, position in upto.items():
+        for being, (position, count) in newest.items():
             being_id = UUID(being)
 
             def handle(being_id: UUID = being_id, position: int = position) -> bool:
@@ -340,7 +333,7 @@ class FactExtraction:
                 return True
 
             if self.runner.run("skip_extraction", handle, being_id=being_id):
-                report.skipped += count[being]
+                report.skipped += count
 
     def _message(self, llm: LLM, row: Mapping[str, Any], report: ExtractionReport) -> None:
         being_id, message_id = UUID(row["being_id"]), UUID(row["id"])
