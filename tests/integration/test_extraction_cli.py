@@ -5,9 +5,13 @@ manager's tests (tests/integration/test_fact_extraction.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
+
+import pytest
 
 from tests.integration import test_note_lifecycle_cli
 from tests.integration.test_note_lifecycle_cli import Run
+from tests.patrol_support import ScriptedLLM
 
 run = test_note_lifecycle_cli.run  # the fixture: the CLI on the test's backend, with Aria made
 
@@ -34,3 +38,23 @@ def test_facts_extract_without_an_llm_records_the_skip_once_per_run(run: Run) ->
 
     code, _, err = run("facts", "extract", "Nobody", "--json", ok=False)
     assert code != 0 and json.loads(err)["error"] == "not_found"
+
+
+def test_messages_import_extracts_facts_when_an_llm_is_configured(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    llm = ScriptedLLM({"extract_facts": {"facts": [{"fact": "Lena works as a nurse in Lyon"}]}}, fallback={})
+    monkeypatch.setattr("engram.adapters.llm.build_llm", lambda settings: llm)
+    path = tmp_path / "history.jsonl"
+    path.write_text(
+        json.dumps(
+            {"id": "h-1", "user": "lena", "text": "I work as a nurse in Lyon.", "at": "2026-10-30T09:00:00Z"}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+
+    _, out, _ = run("messages", "import", "Aria", str(path))
+
+    assert "facts: 1 messages read: 1 facts stated, 0 reinforced, 0 revised" in out
+    assert len(llm.calls_for("extract_facts")) == 1
