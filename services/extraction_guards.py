@@ -32,7 +32,7 @@ _SECRET = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 _FIRST_PERSON = frozenset({"i", "me", "my", "mine", "we", "our", "us", "im", "ive", "id", "ill"})
-_ASSISTANT = re.compile(r"^\s*(?:the\s+)?(?:assistant|ai|bot|chatbot|model)\b", re.IGNORECASE)
+_ASSISTANT = re.compile(r"^\s*(?:the\s+)?(?:assistant|chatbot)\b", re.IGNORECASE)
 _STOP = frozenset(
     [
         "a",
