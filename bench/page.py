@@ -662,6 +662,41 @@ def journal(results: dict[str, Result]) -> str | None:
     )
 
 
+def extraction(results: dict[str, Result]) -> str | None:
+    """Fact extraction with an instant fake LLM (issue #11, ADR 0058)."""
+    found = [results[k] for k in ("extraction-sqlite", "extraction-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r["backend"], r["backend"]),
+            _n(r["messages"]),
+            f"{r['seconds']:.1f}",
+            f"{r['messages_per_s']:,.0f}",
+            f"{r['facts_per_s']:,.0f}",
+            ", ".join(f"{k} {v:.1%}" for k, v in r["rejected_share"].items()),
+        )
+        for r in found
+    ]
+    return _section(
+        "Fact extraction",
+        "engram bench extraction [--database-url postgresql://…]",
+        found[0],
+        [
+            "One being, 50 users, every message a user's; a fake LLM answering at once with two candidates "
+            "a message: the first grounded, the second in turns of ten grounded 4, not grounded 3, with an "
+            "instruction 2, oversized 1. Timed: `run_until_done` (prompt, validation, guards, one "
+            "transaction for a message's facts and record, the views caught up between rounds) and the "
+            "facts view caught up after it.",
+            table(
+                ["backend", "messages", "seconds", "messages/s", "facts/s", "rejected (share of candidates)"],
+                rows,
+            ),
+        ],
+    )
+
+
 # -- the page ----------------------------------------------------------------------------------------
 
 
@@ -1085,6 +1120,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("journal", journal),
     ("sessions", lambda rs: sessions(rs["sessions"]) if "sessions" in rs else None),
     ("facts-upsert", facts_upsert),
+    ("extraction", extraction),
 )
 
 

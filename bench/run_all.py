@@ -90,6 +90,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("sessions", passthrough("sessions", *sessions)))
     facts = ("--rounds", "2", "--facts", "2000") if quick else ()
     runs += per_backend("facts-upsert", passthrough("facts-upsert", *facts))
+    extraction = ("--messages", "300") if quick else ()
+    runs += per_backend("extraction", passthrough("extraction", *extraction))
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
     return runs

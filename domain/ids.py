@@ -75,3 +75,13 @@ def fact_id_for_key(owner_id: UUID, key: str) -> UUID:
 def entity_map_id(owner_id: UUID) -> UUID:
     """The owner's one `EntityMap` of aliases."""
     return uuid5(owner_id, "entity-map")
+
+
+def extraction_id_for_message(message_id: UUID) -> UUID:
+    """A message's extraction record (ADR 0058): one per message, so a message is extracted once."""
+    return uuid5(message_id, "extraction")
+
+
+def extraction_cursor_id(being_id: UUID) -> UUID:
+    """A being's extraction cursor: where extraction was skipped up to (no LLM, ADR 0058)."""
+    return uuid5(being_id, "extraction-cursor")

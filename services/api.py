@@ -74,6 +74,10 @@ being)`; `summaries.run_due(being)` writes the session, rolling and spine summar
 worker does it every few seconds), `summaries.resummarize(being)` redoes extractive ones with the LLM;
 `reading.context(being, user="lena")` adds where the conversation with that user stands.
 
+Fact extraction (ADR 0058) is `extraction.run_until_done(being)`: facts from the user messages not
+read yet, with the LLM and spec 001's guards (the worker does it every few seconds); its report counts
+facts stated, reinforced and revised and candidates rejected by reason.
+
 Several processes may use an embedded data directory at once (this one beside `engram serve`, say):
 the first that needs the vector index owns it and the others reach it through that process (ADR 0036).
 For several machines, use PostgreSQL (`database_url=...`) and a Qdrant server (`qdrant_url=...`).

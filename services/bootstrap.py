@@ -32,6 +32,7 @@ from engram.services.views import Views
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.fact_capacity import FactCapacity
+    from engram.services.fact_extraction import FactExtraction
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
@@ -135,6 +136,27 @@ class Engram:
         from engram.services.fact_capacity import FactCapacity
 
         return FactCapacity(self.store, self.clock, self.runner, lambda: self.views)
+
+    @cached_property
+    def extraction(self) -> FactExtraction:
+        """Facts extracted from messages with the LLM, through spec 001's guards (ADR 0058)."""
+        from engram.services.fact_extraction import FactExtraction
+
+        def being_name(being_id: Any) -> str:
+            row = self.views.read.being(being_id)
+            return str(row["name"]) if row is not None else "assistant"
+
+        return FactExtraction(
+            self.store,
+            self.clock,
+            self.runner,
+            self.facts,
+            lambda: self.views.extraction,
+            being_name,
+            lambda: self.llm if self.llm.available else None,
+            max_answer_bytes=self.settings.llm_max_answer_kib * 1024,
+            catch_up=lambda: self.views.ensure(names=["beings", "extraction"]),
+        )
 
     @cached_property
     def spaces(self) -> SpaceCommands:

@@ -211,6 +211,12 @@ class Settings(EnvSettings):
         description="How often the worker closes idle sessions and writes the summaries that are due "
         "(0: never; `engram sessions summarize` does it on demand).",
     )
+    extraction_interval_s: float = Field(
+        5.0,
+        ge=0,
+        description="How often the worker extracts facts from the messages not read yet (0: never; "
+        "`engram facts extract` does it on demand).",
+    )
     journal_dir: Path | None = Field(
         None, description="Where the daily journals and MEMORY.md are written (default: <data dir>/journals)."
     )

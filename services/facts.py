@@ -14,6 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import structlog
+from eventsourcing.domain import Aggregate
 
 from engram.domain.being import Being
 from engram.domain.entities import EntityMap
@@ -38,6 +39,8 @@ from engram.services.messages import refusal
 from engram.services.ports import Clock
 from engram.services.runner import CommandRunner
 from engram.services.store import AggregateStore
+
+Recorder = Callable[[list[FactWritten], list[dict[str, Any]]], Aggregate | None]
 
 
 def lore_content(line: str) -> FactContent:
@@ -124,10 +127,15 @@ class FactCommands:
         *,
         space: str | None = None,
         skip_refused: bool = False,
+        record: Recorder | None = None,
     ) -> FactsWritten:
         """State `facts` for the being (or its `space`) in one transaction: each new key is a new
         fact, a known key a new version of its fact. A refused fact refuses the batch, naming its
-        index — or, with `skip_refused`, is reported in `refused` while the others are written."""
+        index — or, with `skip_refused`, is reported in `refused` while the others are written.
+
+        `record(written, refused)`, in the same transaction: another aggregate to save with the facts
+        (the extraction record of the message they came from, ADR 0058), or None to write nothing
+        (that message was extracted meanwhile); then the result holds no facts."""
         if not facts:
             raise InvalidInput("a batch holds at least one fact")
         if len(facts) > MAX_BATCH_FACTS:
@@ -163,7 +171,6 @@ class FactCommands:
                     outcome = fact.restate(content, being_id, at)
                 changed[fact_id] = fact
                 outcomes.append((fact, outcome))
-            position = self.store.save(*changed.values()) if changed else None
             written = [
                 FactWritten(
                     fact_id=str(f.id),
@@ -173,10 +180,18 @@ class FactCommands:
                     version=f.version,
                     importance=f.importance,
                     status=f.status,
-                    position=position,
+                    position=None,
                 )
                 for f, outcome in outcomes
             ]
+            also: list[Aggregate] = []
+            if record is not None:
+                extra = record(written, refused)
+                if extra is None:
+                    return FactsWritten(facts=[], refused=refused, position=None)
+                also.append(extra)
+            position = self.store.save(*changed.values(), *also) if changed or also else None
+            written = [w.model_copy(update={"position": position}) for w in written]
             return FactsWritten(facts=written, refused=refused, position=position)
 
         result = self.runner.run("state_facts", handle, being_id=being_id)

@@ -26,6 +26,7 @@ from engram.projections.beings import BeingsView
 from engram.projections.conversation_queries import ConversationReads
 from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
+from engram.projections.extraction import ExtractionReads, ExtractionView
 from engram.projections.fact_queries import FactReads
 from engram.projections.facts import FactsView
 from engram.projections.fulltext.overlap import Overlap
@@ -117,6 +118,7 @@ class Views:
                 ConversationsView(),
                 FactsView(),
                 MessageSearchView(),
+                ExtractionView(),
                 *extra,
             )
         }
@@ -162,6 +164,11 @@ class Views:
     def facts(self) -> FactReads:
         """Facts, entity refs and aliases, spaces (ADR 0056; call `ensure()` first)."""
         return FactReads(self.read)
+
+    @property
+    def extraction(self) -> ExtractionReads:
+        """Messages fact extraction has still to read, and their states (ADR 0058; `ensure()` first)."""
+        return ExtractionReads(self.read)
 
     @property
     def search(self) -> FullTextSearch:

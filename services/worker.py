@@ -146,6 +146,7 @@ class Worker:
         note_embedding: Callable[..., object] | None = None,
         journal_refresh: Callable[..., object] | None = None,
         conversations: Callable[..., object] | None = None,
+        extraction: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
@@ -158,7 +159,9 @@ class Worker:
         (0: never) whatever views this worker runs, for each worker writes its own local folder
         (ADR 0054); `conversations` (`Engram.summaries.worker_round`): closes idle sessions and writes
         the summaries due every `ENGRAM_CONVERSATION_INTERVAL_S` (0: never) while this worker runs the
-        conversations view (ADR 0053); each takes `stopping=`."""
+        conversations view (ADR 0053); `extraction` (`Engram.extraction.worker_round`): extracts facts from
+        pending messages every `ENGRAM_EXTRACTION_INTERVAL_S` (0: never) while this worker runs the
+        extraction view (ADR 0058); each takes `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -180,6 +183,7 @@ class Worker:
         self.note_embedding = note_embedding
         self.journal_refresh = journal_refresh
         self.conversations = conversations
+        self.extraction = extraction
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -227,6 +231,7 @@ class Worker:
             ("note-maintenance", self.note_maintenance, "notes", settings.note_maintenance_interval_s),
             ("note-embedding", self.note_embedding, "note_search", settings.note_embed_interval_s),
             ("conversation-summaries", self.conversations, "conversations", settings.conversation_interval_s),
+            ("fact-extraction", self.extraction, "extraction", settings.extraction_interval_s),
         ):
             if note_run is not None and view in self.names and every > 0:
                 # Reads that view: only the worker that keeps it current runs them.

@@ -288,6 +288,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             note_embedding=engram.packing.embed_pending,
             journal_refresh=engram.journals.refresh_due,
             conversations=engram.summaries.worker_round,
+            extraction=engram.extraction.worker_round,
         )
 
         def stop(*_: Any) -> None:

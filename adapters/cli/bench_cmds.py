@@ -120,6 +120,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "sessions_bench",
         "Session close and extractive summary cost per session, for sessions of 10 and 100 messages.",
     )
+    _passthrough(
+        "extraction",
+        "extraction_bench",
+        "Fact extraction with an instant fake LLM: messages/s, facts/s, rejected candidates by reason (ADR 0058).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -49,6 +49,7 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         note_embedding=engram.packing.embed_pending,
         journal_refresh=engram.journals.refresh_due,
         conversations=engram.summaries.worker_round,
+        extraction=engram.extraction.worker_round,
     )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()

@@ -521,6 +521,9 @@ _sessions.register(cli, command)  # `engram sessions list|show|summarize|resumma
 from engram.adapters.cli import fact_cmds as _facts  # noqa: E402
 
 _facts.register(cli, command)  # `engram facts add|list|pin|…`, `lore`, `space`, `entity` (ADR 0057)
+from engram.adapters.cli import extraction_cmds as _extraction  # noqa: E402
+
+_extraction.register(cli, command)  # `engram facts extract` (ADR 0058)
 
 
 def main() -> None:

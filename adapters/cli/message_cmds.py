@@ -140,8 +140,18 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             summaries = ctx.engram.summaries.run_until_done(being_ref, progress=summarising)
             if not as_json and sys.stderr.isatty():
                 click.echo("", err=True)
+        # Facts too, with an LLM (ADR 0058); without one the worker records the skip.
+        extracted = None
+        if counts.taken and not no_summaries and ctx.engram.extraction.llm() is not None:
+            extracted = ctx.engram.extraction.run_until_done(being_ref)
         if as_json:
-            emit_json({**report.as_dict(), "summaries": summaries.as_dict() if summaries else None})
+            emit_json(
+                {
+                    **report.as_dict(),
+                    "summaries": summaries.as_dict() if summaries else None,
+                    "extraction": extracted.as_dict() if extracted else None,
+                }
+            )
         else:
             click.echo(
                 f"imported {path}: {counts.taken} taken, {counts.duplicates} duplicates, "
@@ -153,6 +163,10 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
                     f"summaries, {summaries.spines} spines"
                     + (f", {summaries.rejected} answers refused" if summaries.rejected else "")
                 )
+            if extracted is not None:
+                from engram.adapters.cli.extraction_cmds import report_text
+
+                click.echo("facts: " + report_text(extracted))
         for r in sorted(report.refused_lines, key=lambda r: r["line"]):
             field = f" {r['field']}:" if r["field"] and r["field"] != "line" else ""
             click.echo(f"refused: line {r['line']}:{field} {r['message']}", err=True)

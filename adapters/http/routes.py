@@ -361,6 +361,17 @@ def sweep_notes(engram: EngramDep, _caller: Admin) -> dict[str, object]:
     return engram.note_expiry.sweep().as_dict()
 
 
+# -- fact extraction (ADR 0058) -------------------------------------------------------------------
+
+
+@v1.post("/beings/{being}/facts/extract", name="extract_facts", tags=["facts"])
+def extract_facts(being: Being, engram: EngramDep) -> dict[str, Any]:
+    """Extract facts from the being's user messages not read yet, now (the worker does it every
+    `ENGRAM_EXTRACTION_INTERVAL_S`): messages read, facts stated/reinforced/revised, candidates
+    rejected by reason; without an LLM, `skipped` (recorded once per run)."""
+    return engram.extraction.run_until_done(being.ref).as_dict()
+
+
 # -- journals (ADR 0054) --------------------------------------------------------------------------
 # Before the `{kind}/{item_id}` routes, which would otherwise take `journal/{date}`.
 

@@ -58,6 +58,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "sessions",
         "messages-sqlite",
         "facts-upsert-sqlite",
+        "extraction-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -68,6 +69,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "notes-postgresql",
             "messages-postgresql",
             "facts-upsert-postgresql",
+            "extraction-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))

@@ -55,6 +55,7 @@ TOOLS = {
     "add_fact",  # issue #11
     "list_facts",
     "add_lore",
+    "extract_facts",  # ADR 0058
 }
 
 
