@@ -97,3 +97,20 @@ class FactReads:
         for r in sorted(rows, key=lambda r: order[r["owner_id"]], reverse=True):
             merged[r["alias"]] = r["into_ref"]
         return merged
+
+    # -- helper C: retrieval (ADR 0059) ---------------------------------------------------------
+
+    def facts_by_ids(self, owners: Sequence[str], ids: Sequence[str]) -> dict[str, Row]:
+        """The owners' facts among `ids` (any status), by id."""
+        if not ids or not owners:
+            return {}
+        rows = self._select(
+            FACTS, f"owner_id IN ({_marks(owners)}) AND id IN ({_marks(ids)})", [*owners, *ids]
+        )
+        return {str(r["id"]): r for r in rows}
+
+    def refs_of(self, owners: Sequence[str]) -> list[Row]:
+        """Every (fact, ref) row of the owners' facts."""
+        return self._select(
+            FACT_REFS, f"owner_id IN ({_marks(owners)})", list(owners), "ORDER BY ref, fact_id"
+        )

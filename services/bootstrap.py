@@ -31,6 +31,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
+    from engram.services.fact_search import FactSearching
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
@@ -125,6 +126,13 @@ class Engram:
         from engram.services.facts import FactCommands
 
         return FactCommands(self.store, self.clock, self.runner)
+
+    @cached_property
+    def fact_search(self) -> FactSearching:
+        """Fact retrieval: profiles, entity cards, the prompt slice, entities (ADR 0059)."""
+        from engram.services.fact_search import FactSearching
+
+        return FactSearching(self, lambda: self.message_search)
 
     @cached_property
     def spaces(self) -> SpaceCommands:

@@ -27,6 +27,7 @@ from engram.projections.conversation_queries import ConversationReads
 from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
 from engram.projections.fact_queries import FactReads
+from engram.projections.fact_search import FactSearch, FactSearchView
 from engram.projections.facts import FactsView
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
@@ -103,6 +104,7 @@ class Views:
         self._locks = locks
         self.vectors_view = VectorsView(vector_index)
         self.note_search_view = NoteSearchView(self.vectors_view)  # shares the vector index
+        self.fact_search_view = FactSearchView(self.vectors_view)  # shares the vector index
         self.fulltext = fulltext  # kept by the memory view, searched by `search`
         self.projections: dict[str, Projection] = {
             p.name: p
@@ -117,6 +119,7 @@ class Views:
                 ConversationsView(),
                 FactsView(),
                 MessageSearchView(),
+                self.fact_search_view,
                 *extra,
             )
         }
@@ -162,6 +165,11 @@ class Views:
     def facts(self) -> FactReads:
         """Facts, entity refs and aliases, spaces (ADR 0056; call `ensure()` first)."""
         return FactReads(self.read)
+
+    @property
+    def fact_search(self) -> FactSearch:
+        """Lexical and semantic candidates of fact searches (ADR 0059; call `ensure()` first)."""
+        return FactSearch(self.read, self.fact_search_view)
 
     @property
     def search(self) -> FullTextSearch:
