@@ -518,6 +518,9 @@ _journal.register(cli, command)  # `engram journal refresh|show|memory` (ADR 005
 from engram.adapters.cli import session_cmds as _sessions  # noqa: E402
 
 _sessions.register(cli, command)  # `engram sessions list|show|summarize|resummarize` (ADR 0053)
+from engram.adapters.cli import fact_search_cmds as _fact_search  # noqa: E402
+
+_fact_search.register(cli, command)  # `engram facts search`, `slice`, `entities list|show` (ADR 0059)
 
 
 def main() -> None:

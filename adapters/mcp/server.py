@@ -487,6 +487,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
 
     add_session_tools(server, session)  # `list_sessions`, `show_session` (ADR 0053)
     register_message_tools(server, session)  # note_message, search_messages (issue #10)
+    from engram.adapters.mcp.fact_search_tools import register_fact_search_tools
+
+    register_fact_search_tools(server, session)  # search_facts, prompt_slice (ADR 0059)
     return server
 
 
