@@ -248,3 +248,24 @@ def test_prompt_slice(fe: Engram) -> None:
     with pytest.raises(InvalidInput) as err:
         fe.fact_search.slice("Aria", "")
     assert err.value.details["field"] == "user"
+
+
+def test_memory_md_people_and_lore(fe: Engram, still_clock: SteppingClock) -> None:
+    add(fe, "Mina likes *green* tea", subject="mina")
+    add(fe, "Mina runs the [garden] club", subject="mina", importance=3)
+    _later(still_clock, 1)
+    add(fe, "Tom fixes bikes", subject="tom")
+    add(fe, "Bo's own fact", subject="bo", being="Bo")
+    fe.facts.state(
+        "Aria", FactInput(text="Memory line: the cafe opens at eight.", subject="__lore__", type="lore")
+    )
+    text = fe.journals.memory_text("Aria")
+    people = text.split("## People\n\n")[1].split("\n\n")[0].splitlines()
+    # The subjects most recently changed first; a subject's facts by importance; markdown escaped.
+    assert people == [
+        "- tom: Tom fixes bikes",
+        "- mina: Mina runs the \\[garden\\] club; Mina likes \\*green\\* tea",
+    ]
+    lore = text.split("## Ongoing lore\n\n")[1].split("\n\n")[0].splitlines()
+    assert lore == ["- the cafe opens at eight."]
+    assert "Bo's own fact" not in text
