@@ -144,6 +144,7 @@ class Worker:
         note_sweep: Callable[..., object] | None = None,
         note_maintenance: Callable[..., object] | None = None,
         note_embedding: Callable[..., object] | None = None,
+        fact_embedding: Callable[..., object] | None = None,
         journal_refresh: Callable[..., object] | None = None,
         conversations: Callable[..., object] | None = None,
     ) -> None:
@@ -178,6 +179,7 @@ class Worker:
         self.note_sweep = note_sweep
         self.note_maintenance = note_maintenance
         self.note_embedding = note_embedding
+        self.fact_embedding = fact_embedding  # `Engram.fact_search.embed_pending` (ADR 0059)
         self.journal_refresh = journal_refresh
         self.conversations = conversations
         self.stop_event = threading.Event()
@@ -226,6 +228,7 @@ class Worker:
             ("note-expiry-sweep", self.note_sweep, "notes", settings.note_sweep_interval_s),
             ("note-maintenance", self.note_maintenance, "notes", settings.note_maintenance_interval_s),
             ("note-embedding", self.note_embedding, "note_search", settings.note_embed_interval_s),
+            ("fact-embedding", self.fact_embedding, "fact_search", settings.note_embed_interval_s),
             ("conversation-summaries", self.conversations, "conversations", settings.conversation_interval_s),
         ):
             if note_run is not None and view in self.names and every > 0:

@@ -269,3 +269,36 @@ def test_memory_md_people_and_lore(fe: Engram, still_clock: SteppingClock) -> No
     lore = text.split("## Ongoing lore\n\n")[1].split("\n\n")[0].splitlines()
     assert lore == ["- the cafe opens at eight."]
     assert "Bo's own fact" not in text
+
+
+def test_the_worker_embeds_facts_ahead(make_settings: Callable[..., Settings]) -> None:
+    from engram.services.bootstrap import bootstrap
+    from engram.services.worker import Worker
+    from tests.integration.http_support import wait_until
+    from tests.support import SeededIds
+
+    keywords = KeywordEmbedder()
+    e = bootstrap(
+        make_settings(note_embed_interval_s=0.05), clock=SteppingClock(), ids=SeededIds(), embedder=keywords
+    )
+    try:
+        e.beings.register("Aria")
+        ids = [add(e, f"Mina drinks tea number {i}") for i in range(12)]  # more than a query backfills
+        worker = Worker(
+            e.views,
+            names=["facts", "fact_search"],
+            poll_interval=0.05,
+            fact_embedding=e.fact_search.embed_pending,
+        )
+        worker.start()
+        try:
+            assert wait_until(
+                lambda: all(e.store.get(Fact, uuid.UUID(i)).embedding is not None for i in ids), timeout=30
+            )
+        finally:
+            worker.stop()
+        keywords.texts.clear()
+        assert len(e.fact_search.search("Aria", "tea", limit=24).hits) == 12
+        assert keywords.texts == ["tea"], "the query embeds its own text, not the facts"
+    finally:
+        e.close()
