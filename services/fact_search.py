@@ -42,7 +42,9 @@ MAX_FACT_HITS = 24  # spec 001: the limit is clamped to 1..24
 DEFAULT_FACT_HITS = 8
 BACKFILL = 8  # spec 001: a query embeds at most 8 facts still missing a vector
 EMBED_BATCH = 64
-CANDIDATES = 50  # spec 004's top 50 by cosine; the lexical pool is as large
+CANDIDATES = 50  # spec 004's top 50 by cosine
+HYBRID_POOL = 3  # hybrid and trust: this many candidates per hit asked, by cosine and by shared words
+MIN_HYBRID_POOL = 24
 CARD_FACTS = 3
 CARD_MIN_IMPORTANCE = 2
 FOUNDATION = 20
@@ -51,6 +53,7 @@ LEXICAL_MIN = 0.24  # spec 001, without semantic
 COMBINED_MIN = 0.62  # spec 001, without semantic
 SEARCH_VIEWS = ("facts", "fact_search")
 _COMPACT = re.compile(r"\W+")
+_WORD = re.compile(r"\w+")
 
 
 # -- the gate's semantic floors, per embedder (ADR 0006, ADR 0059) -------------------------------
@@ -84,14 +87,19 @@ def lexical_score(query: str, text: str, evidence: str | None) -> float:
     """Spec 001's token overlap / substring match on fact + evidence: 1 when the query, compacted
     (case-folded, without spaces or punctuation, 3 characters or more), is inside the fact's, else
     the share of the query's words the fact or its evidence has."""
-    words = set(terms(query))
+    words = _words(query)
     if not words:
         return 0.0
     doc = f"{text} {evidence or ''}"
     compact = _compact(query)
     if len(compact) >= 3 and compact in _compact(doc):
         return 1.0
-    return len(words & set(terms(doc))) / len(words)
+    return len(words & _words(doc)) / len(words)
+
+
+def _words(text: str) -> set[str]:
+    """The words as the index holds them (`terms`), as a set: case-folded, two characters or more."""
+    return {w for w in _WORD.findall(text.casefold()) if len(w) > 1}
 
 
 def age_days(at: str, now: datetime) -> float:
@@ -337,9 +345,9 @@ class FactSearching:
         reads = self.e.views.facts
         owners = reads.owners(being_id)
         subjects = None if user is None else {user, LORE_SUBJECT}
-        hits = self._ranked(owners, query, profile, channel, min_trust, strict, subjects, types, vector)[
-            :limit
-        ]
+        hits = self._ranked(
+            owners, query, profile, channel, min_trust, strict, subjects, types, vector, limit
+        )[:limit]
         aliases = reads.aliases(owners)
         for hit in hits:
             hit.entity_refs = list(dict.fromkeys(resolve_ref(r, aliases) for r in hit.entity_refs))
@@ -373,6 +381,7 @@ class FactSearching:
         subjects: set[str] | None,
         types: Sequence[str] | None,
         given: np.ndarray[Any, Any] | None,
+        limit: int,
     ) -> list[FactHit]:
         search = self.e.views.fact_search
         if given is not None:
@@ -380,15 +389,16 @@ class FactSearching:
             queried: tuple[str, np.ndarray[Any, Any]] | None = (model, given)
         else:
             queried = self._query_vector(owners, query)
+        # Spec 004's blended ranks the top 50 by cosine; hybrid and trust need a few candidates per
+        # hit asked (each side of hybrid's pool is as large).
+        pool = CANDIDATES if profile == "blended" else max(HYBRID_POOL * limit, MIN_HYBRID_POOL)
         semantic: dict[str, float] = {}
         if queried is not None:
-            semantic = dict(search.semantic(owners, queried[0], queried[1], CANDIDATES))
+            semantic = dict(search.semantic(owners, queried[0], queried[1], pool))
         ids = list(semantic)
         if profile == "hybrid":
             ids += [
-                i
-                for i in search.lexical_candidates(owners, list(terms(query)), CANDIDATES)
-                if i not in semantic
+                i for i in search.lexical_candidates(owners, list(terms(query)), pool) if i not in semantic
             ]
         rows = self.e.views.facts.facts_by_ids(owners, ids)
         live = [
