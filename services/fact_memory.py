@@ -11,6 +11,7 @@ from typing import Any
 
 from engram.domain.fact import LORE_SUBJECT
 from engram.projections.fact_queries import FactReads
+from engram.services.fact_search import resolve_ref
 from engram.services.journal_markdown import FactSections, escape
 
 PEOPLE = 20  # subjects in People
@@ -27,10 +28,11 @@ def _newest_first(at: str) -> tuple[int, ...]:
 def fact_sections_of(facts: FactReads, owners: Sequence[str]) -> FactSections:
     rows = facts.facts(owners, limit=SCANNED)  # active, the latest change first
     lore = [r for r in rows if r["subject"] == LORE_SUBJECT][:LORE_LINES]
+    aliases = facts.aliases(owners)
     by_subject: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
-        if r["subject"] != LORE_SUBJECT:
-            by_subject.setdefault(r["subject"], []).append(r)
+        if r["subject"] != LORE_SUBJECT:  # a merged alias's facts are its entity's
+            by_subject.setdefault(resolve_ref(r["subject"], aliases), []).append(r)
     people = []
     for subject, kept in list(by_subject.items())[:PEOPLE]:
         best = sorted(

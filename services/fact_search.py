@@ -582,6 +582,8 @@ class FactSearching:
             user_facts = self.search(being_ref, query, user=user, channel=channel, limit=8).hits
             user_facts = [h for h in user_facts if h.subject == user]
             relevant = self.search(being_ref, query, user=user, channel=channel, limit=10).hits
+            mine = {h.id for h in user_facts}
+            relevant = [h for h in relevant if h.id not in mine]  # each fact once in the slice
             found = self._messages().search(being_ref, query, channel=channel, limit=8)
             messages = [h.model_dump() for h in found.hits]
         aliases = reads.aliases(owners)
