@@ -23,6 +23,7 @@ import numpy as np
 from engram.domain.fact import Fact, FactStatus
 from engram.projections.engine import Batch, Projection, handles
 from engram.projections.note_search import terms
+from engram.projections.notes import utc_text
 from engram.projections.sql import ViewConnection, ViewDatabase
 from engram.projections.tables import Index, TableSpec
 from engram.projections.vector_index import SearchFilter, VectorPoint
@@ -40,9 +41,14 @@ FACT_DOCS = TableSpec(
         "vector": "blob",  # float32, little-endian
         "embedded_text": "text",
         "stale": "bool",  # no vector, or one of an older text
+        "pinned": "bool",  # a pinned fact is active (it cannot be archived)
+        "updated_at": "text",  # utc_text of its latest change
         "position": "int",
     },
-    indexes=(Index("unembedded", ("owner_id",), where="stale"),),
+    indexes=(
+        Index("unembedded", ("owner_id",), where="stale"),
+        Index("foundation", ("owner_id", "updated_at"), where="pinned"),
+    ),
 )
 
 FACT_TERMS = TableSpec(
@@ -107,6 +113,8 @@ class FactSearchView(Projection):
                 "vector": None,
                 "embedded_text": None,
                 "stale": True,
+                "pinned": e.pinned,
+                "updated_at": utc_text(e.timestamp),
                 "position": batch.position,
             },
             whole=True,
@@ -125,23 +133,32 @@ class FactSearchView(Projection):
             evidence=e.evidence,
             status=FactStatus.ACTIVE.value,
             stale=row["embedded_text"] != e.text,
+            updated_at=utc_text(e.timestamp),
             position=batch.position,
         )
         batch.fact_docs.put(row, whole=True)
 
-    def _status(self, batch: Batch, e: Any, status: str) -> None:
+    def _change(self, batch: Batch, e: Any, **changes: Any) -> None:
         row = self._row(batch, e)
         if row is not None:
-            row.update(status=status, position=batch.position)
+            row.update(changes, updated_at=utc_text(e.timestamp), position=batch.position)
             batch.fact_docs.put(row, whole=True)
 
     @handles(Fact.Reinforced)
     def _reinforced(self, batch: Batch, e: Fact.Reinforced) -> None:
-        self._status(batch, e, FactStatus.ACTIVE.value)
+        self._change(batch, e, status=FactStatus.ACTIVE.value)
 
     @handles(Fact.Archived)
     def _archived(self, batch: Batch, e: Fact.Archived) -> None:
-        self._status(batch, e, FactStatus.ARCHIVED.value)
+        self._change(batch, e, status=FactStatus.ARCHIVED.value)
+
+    @handles(Fact.Pinned)
+    def _pinned(self, batch: Batch, e: Fact.Pinned) -> None:
+        self._change(batch, e, pinned=True)
+
+    @handles(Fact.Unpinned)
+    def _unpinned(self, batch: Batch, e: Fact.Unpinned) -> None:
+        self._change(batch, e, pinned=False)
 
     @handles(Fact.Embedded)
     def _embedded(self, batch: Batch, e: Fact.Embedded) -> None:
@@ -261,6 +278,21 @@ class FactSearch:
                 [*owners, True, FactStatus.ACTIVE.value],
             )
         return [(str(r["id"]), str(r["owner_id"])) for r in rows]
+
+    def foundation(self, owners: Sequence[str], limit: int) -> list[str]:
+        """The texts of the owners' pinned facts, the latest changed first: spec 004's foundation.
+        Each owner's newest `limit` through the `foundation` index, then merged."""
+        found: list[tuple[str, str]] = []
+        with self.read.reading("fact_search") as (conn, tables):
+            for owner in owners:
+                rows = conn.query(
+                    f"SELECT text, updated_at FROM {tables['fact_docs']} WHERE owner_id = ? AND pinned "
+                    f"ORDER BY updated_at DESC LIMIT {int(limit)}",  # `pinned` as the index's predicate
+                    [owner],
+                )
+                found += [(str(r["updated_at"]), str(r["text"])) for r in rows]
+        found.sort(reverse=True)
+        return [text for _, text in found[:limit]]
 
     def owners_unembedded(self) -> list[str]:
         with self.read.reading("fact_search") as (conn, tables):

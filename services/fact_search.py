@@ -352,7 +352,7 @@ class FactSearching:
         for hit in hits:
             hit.entity_refs = list(dict.fromkeys(resolve_ref(r, aliases) for r in hit.entity_refs))
         cards = self.cards(owners, hits, aliases)
-        foundation = [r["text"] for r in reads.pinned(owners, FOUNDATION)]
+        foundation = self.e.views.fact_search.foundation(owners, FOUNDATION)
         return FactsFound(
             query=query,
             profile=profile,
@@ -588,7 +588,7 @@ class FactSearching:
             messages = [h.model_dump() for h in found.hits]
         aliases = reads.aliases(owners)
         cards = self.cards(owners, [*user_facts, *relevant], aliases)
-        foundation = [r["text"] for r in reads.pinned(owners, FOUNDATION)]
+        foundation = self.e.views.fact_search.foundation(owners, FOUNDATION)
         lines = [
             *(c.line for c in cards),
             *(["Foundation:"] + [f"- {t}" for t in foundation] if foundation else []),

@@ -131,7 +131,9 @@ def test_entity_cards_and_foundation(fe: Engram, still_clock: SteppingClock) -> 
     add(fe, "John hates mornings", entity_refs=["person:john"], importance=3)
     still_clock.current = T0 + timedelta(hours=1)
     add(fe, "John runs marathons", entity_refs=["person:john"], importance=2)
-    add(fe, "John was born in Oslo", entity_refs=["person:john"], pinned=True)
+    oslo = add(fe, "John was born in Oslo", entity_refs=["person:john"], pinned=True)
+    tea = add(fe, "Mina drinks tea", pinned=True)
+    fe.facts.unpin("Aria", uuid.UUID(tea))
     found = fe.fact_search.search("Aria", "cofounder")
     assert [h.text for h in found.hits] == ["John is my cofounder"]
     [card] = found.cards
@@ -140,7 +142,9 @@ def test_entity_cards_and_foundation(fe: Engram, still_clock: SteppingClock) -> 
     assert card.facts == ["John was born in Oslo", "John hates mornings", "John runs marathons"]
     assert card.line == "[person:john]: John was born in Oslo; John hates mornings; John runs marathons"
     assert found.block.splitlines()[0] == card.line
-    assert found.foundation == ["John was born in Oslo"]
+    assert found.foundation == ["John was born in Oslo"]  # the unpinned fact left it
+    fe.facts.unpin("Aria", uuid.UUID(oslo))
+    assert fe.fact_search.search("Aria", "cofounder").foundation == []
 
 
 def test_reads_follow_merges(fe: Engram) -> None:
