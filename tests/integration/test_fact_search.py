@@ -132,7 +132,7 @@ def test_entity_cards_and_foundation(fe: Engram, still_clock: SteppingClock) -> 
     still_clock.current = T0 + timedelta(hours=1)
     add(fe, "John runs marathons", entity_refs=["person:john"], importance=2)
     oslo = add(fe, "John was born in Oslo", entity_refs=["person:john"], pinned=True)
-    tea = add(fe, "Mina drinks tea", pinned=True)
+    tea = add(fe, "Mina drinks coffee", pinned=True)
     fe.facts.unpin("Aria", uuid.UUID(tea))
     found = fe.fact_search.search("Aria", "cofounder")
     assert [h.text for h in found.hits] == ["John is my cofounder"]
