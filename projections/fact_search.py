@@ -294,6 +294,13 @@ class FactSearch:
         found.sort(reverse=True)
         return [text for _, text in found[:limit]]
 
+    def collections(self) -> list[str]:
+        """The fact collections of the active generation (what the vector maintenance optimizes)."""
+        with self.read.reading("fact_search") as (conn, tables):
+            models = [str(r["model"]) for r in conn.query(f"SELECT model FROM {tables['fact_collections']}")]
+        names = [self.view.index.resolve_alias(facts_alias(m)) for m in models]
+        return [n for n in names if n is not None]
+
     def owners_unembedded(self) -> list[str]:
         with self.read.reading("fact_search") as (conn, tables):
             rows = conn.query(

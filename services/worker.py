@@ -73,7 +73,8 @@ class VectorMaintenance:
     def collections(self) -> list[str]:
         index = self.views.vector_index
         names = [index.resolve_alias(nodes_alias(m)) for m in self.views.read.vector_models("nodes")]
-        return [n for n in names if n is not None]
+        facts = self.views.fact_search.collections()  # one process owns the index: the facts' too (ADR 0059)
+        return [n for n in names if n is not None] + facts
 
     def due(self) -> list[str]:
         out = []
