@@ -57,6 +57,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "notes-sqlite",
         "sessions",
         "messages-sqlite",
+        "fact-search-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -66,6 +67,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "notes-sweep-postgresql",
             "notes-postgresql",
             "messages-postgresql",
+            "fact-search-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
