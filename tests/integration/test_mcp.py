@@ -52,6 +52,8 @@ TOOLS = {
     "show_session",
     "note_message",
     "search_messages",
+    "search_facts",  # ADR 0059
+    "prompt_slice",
 }
 
 
