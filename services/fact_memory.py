@@ -11,7 +11,7 @@ from typing import Any
 
 from engram.domain.fact import LORE_SUBJECT
 from engram.projections.fact_queries import FactReads
-from engram.services.fact_search import resolve_ref
+from engram.services.fact_search import newest_first, resolve_ref
 from engram.services.journal_markdown import FactSections, escape
 
 PEOPLE = 20  # subjects in People
@@ -19,10 +19,6 @@ FACTS_PER_PERSON = 5
 LORE_LINES = 20
 SCANNED = 2000  # the latest active facts read to fill both sections
 _LORE_PREFIX = "Memory line: "
-
-
-def _newest_first(at: str) -> tuple[int, ...]:
-    return tuple(-ord(c) for c in at)
 
 
 def fact_sections_of(facts: FactReads, owners: Sequence[str]) -> FactSections:
@@ -36,7 +32,7 @@ def fact_sections_of(facts: FactReads, owners: Sequence[str]) -> FactSections:
     people = []
     for subject, kept in list(by_subject.items())[:PEOPLE]:
         best = sorted(
-            kept, key=lambda r: (not r["pinned"], -int(r["importance"]), _newest_first(r["updated_at"]))
+            kept, key=lambda r: (not r["pinned"], -int(r["importance"]), newest_first(r["updated_at"]))
         )
         texts = "; ".join(escape(r["text"].rstrip(".")) for r in best[:FACTS_PER_PERSON])
         more = f" (and {len(kept) - FACTS_PER_PERSON} more)" if len(kept) > FACTS_PER_PERSON else ""

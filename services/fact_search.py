@@ -437,7 +437,7 @@ class FactSearching:
 
     @staticmethod
     def _order(hits: list[FactHit]) -> list[FactHit]:
-        return sorted(hits, key=lambda h: (-h.score, _newest_first(h.updated_at), h.id))
+        return sorted(hits, key=lambda h: (-h.score, newest_first(h.updated_at), h.id))
 
     def _hybrid(
         self,
@@ -527,7 +527,7 @@ class FactSearching:
                 key=lambda r: (
                     not r["pinned"],
                     -int(r["importance"]),
-                    _newest_first(r["updated_at"]),
+                    newest_first(r["updated_at"]),
                     r["id"],
                 ),
             )[:CARD_FACTS]
@@ -694,6 +694,6 @@ class FactSearching:
         )
 
 
-def _newest_first(at: str) -> tuple[int, ...]:
+def newest_first(at: str) -> tuple[int, ...]:
     """A key that sorts `utc_text` instants newest first."""
     return tuple(-ord(c) for c in at)

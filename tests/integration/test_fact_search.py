@@ -306,3 +306,11 @@ def test_the_worker_embeds_facts_ahead(make_settings: Callable[..., Settings]) -
         assert keywords.texts == ["tea"], "the query embeds its own text, not the facts"
     finally:
         e.close()
+
+
+def test_memory_md_people_follow_merges(fe: Engram) -> None:
+    add(fe, "Makesh is my brother", subject="person:makesh")
+    add(fe, "Mukesh lives in Pune", subject="person:mukesh", importance=2)
+    fe.facts.merge_entities("Aria", "person:makesh", "person:mukesh")
+    people = fe.journals.memory_text("Aria").split("## People\n\n")[1].split("\n\n")[0].splitlines()
+    assert people == ["- person:mukesh: Mukesh lives in Pune; Makesh is my brother"]
