@@ -115,3 +115,22 @@ class FactReads:
         return self._select(
             FACT_REFS, f"owner_id IN ({_marks(owners)})", list(owners), "ORDER BY ref, fact_id"
         )
+
+    def card_candidates(self, owners: Sequence[str], refs: Sequence[str]) -> list[Row]:
+        """(ref, fact) of the owners' active facts carrying one of `refs` that may enter an entity
+        card (pinned, or importance 2 or more): the few columns a card needs, in one join."""
+        if not refs or not owners:
+            return []
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT r.ref AS ref, f.id AS id, f.text AS text, f.pinned AS pinned, "
+                f"f.importance AS importance, f.updated_at AS updated_at, f.entity_label AS entity_label "
+                f"FROM {tables['fact_refs']} r JOIN {tables['facts']} f ON f.id = r.fact_id "
+                f"WHERE r.owner_id IN ({_marks(owners)}) AND r.ref IN ({_marks(refs)}) "
+                f"AND f.status = 'active' AND (f.pinned OR f.importance >= 2)",
+                [*owners, *refs],
+            )
+        return [
+            {**r, "id": str(r["id"]), "pinned": bool(r["pinned"]), "importance": int(r["importance"])}
+            for r in rows
+        ]

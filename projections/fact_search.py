@@ -237,19 +237,19 @@ class FactSearch:
         self.view = view
 
     def lexical_candidates(self, owners: Sequence[str], words: Sequence[str], limit: int) -> list[str]:
-        """Active facts of the owners sharing a word with the query, the most shared words first."""
+        """Facts of the owners sharing a word with the query, the most shared words first: postings
+        alone (a covering index); the caller keeps the active ones."""
         words = sorted(words)[:MAX_QUERY_TERMS]
         if not words or not owners:
             return []
         with self.read.reading("fact_search") as (conn, tables):
-            docs, postings = tables["fact_docs"], tables["fact_terms"]
             rows = conn.query(
-                f"SELECT t.fact_id AS id, COUNT(*) AS n FROM {postings} t JOIN {docs} d ON d.id = t.fact_id "
-                f"WHERE t.owner_id IN ({_marks(owners)}) AND t.term IN ({_marks(words)}) "
-                f"AND d.status = ? GROUP BY t.fact_id ORDER BY n DESC, t.fact_id LIMIT {int(limit)}",
-                [*owners, *words, FactStatus.ACTIVE.value],
+                f"SELECT fact_id, COUNT(*) AS n FROM {tables['fact_terms']} "
+                f"WHERE owner_id IN ({_marks(owners)}) AND term IN ({_marks(words)}) "
+                f"GROUP BY fact_id ORDER BY n DESC, fact_id LIMIT {int(limit)}",
+                [*owners, *words],
             )
-        return [str(r["id"]) for r in rows]
+        return [str(r["fact_id"]) for r in rows]
 
     def semantic(
         self, owners: Sequence[str], model: str, vector: np.ndarray[Any, Any], limit: int

@@ -41,7 +41,7 @@ MAX_FACT_QUERY_CHARS = 4000  # as a message or memory query
 MAX_FACT_HITS = 24  # spec 001: the limit is clamped to 1..24
 DEFAULT_FACT_HITS = 8
 BACKFILL = 8  # spec 001: a query embeds at most 8 facts still missing a vector
-EMBED_BATCH = 64
+EMBED_BATCH = 500  # facts per command when embedding ahead (one embedder call each)
 CANDIDATES = 50  # spec 004's top 50 by cosine
 HYBRID_POOL = 3  # hybrid and trust: this many candidates per hit asked, by cosine and by shared words
 MIN_HYBRID_POOL = 24
@@ -176,6 +176,7 @@ class FactHit(BaseModel):
     confidence: float
     source_trust: float
     entity_refs: list[str] = Field(description="As stated, merges followed.")
+    entity_label: str | None = None
     updated_at: str
     score: float
     parts: dict[str, float] = Field(description="Each part's contribution; they sum to the score.")
@@ -429,6 +430,7 @@ class FactSearching:
             confidence=float(row["confidence"]),
             source_trust=float(row["source_trust"]),
             entity_refs=_refs(row),
+            entity_label=row["entity_label"],
             updated_at=row["updated_at"],
             score=round(sum(parts.values()), 6),
             parts={k: round(v, 6) for k, v in parts.items()},
@@ -504,22 +506,25 @@ class FactSearching:
         targets = list(dict.fromkeys(r for h in hits for r in h.entity_refs))
         if not targets:
             return []
-        reads = self.e.views.facts
         leads_to: dict[str, str] = {t: t for t in targets}
         for alias in aliases:
             end = resolve_ref(alias, aliases)
             if end in leads_to:
                 leads_to[alias] = end
-        pairs = reads.facts_with_refs(owners, list(leads_to))
-        rows = reads.facts_by_ids(owners, list({str(p["fact_id"]) for p in pairs}))
+        rows = self.e.views.facts.card_candidates(owners, list(leads_to))
         shown = {h.id for h in hits}
         per: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in targets}
-        for p in pairs:
-            row = rows.get(str(p["fact_id"]))
-            if row is None or str(row["id"]) in shown or row["status"] != FactStatus.ACTIVE.value:
-                continue
-            if row["pinned"] or int(row["importance"]) >= CARD_MIN_IMPORTANCE:
-                per[leads_to[p["ref"]]][str(row["id"])] = row
+        labels: dict[str, str] = {}
+        for hit in hits:
+            for ref in hit.entity_refs:
+                if hit.entity_label and ref in leads_to and leads_to[ref] not in labels:
+                    labels[leads_to[ref]] = hit.entity_label
+        for row in rows:
+            target = leads_to[row["ref"]]
+            if row["entity_label"] and target not in labels:
+                labels[target] = row["entity_label"]
+            if row["id"] not in shown:
+                per[target][row["id"]] = row
         cards = []
         for target in targets:
             chosen = sorted(
@@ -533,16 +538,7 @@ class FactSearching:
             )[:CARD_FACTS]
             if not chosen:
                 continue
-            label = next(
-                (
-                    rows[str(p["fact_id"])]["entity_label"]
-                    for p in pairs
-                    if leads_to[p["ref"]] == target
-                    and str(p["fact_id"]) in rows
-                    and rows[str(p["fact_id"])]["entity_label"]
-                ),
-                None,
-            )
+            label = labels.get(target)
             texts = [r["text"] for r in chosen]
             cards.append(
                 EntityCard(
