@@ -852,6 +852,71 @@ def notes(results: dict[str, Result]) -> str | None:
     )
 
 
+FACT_SEARCH_P95_GOAL_MS = 10.0  # fact search per profile, the query's vector given (#11)
+FACT_SEARCH_RATIO_GOAL = 2.0  # t(100k) / t(10k)
+FACT_PROFILES = ("hybrid", "blended", "trust")
+
+
+def fact_search(results: dict[str, Result]) -> str | None:
+    found = [results[k] for k in ("fact-search-sqlite", "fact-search-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r.get("backend", "sqlite"), "?"),
+            _n(run["facts"]),
+            *(f"{_ms(run[p]['p50_ms'])} / {_ms(run[p]['p95_ms'])}" for p in FACT_PROFILES),
+        )
+        for r in found
+        for run in r["runs"]
+    ]
+    return _section(
+        "Fact search",
+        "engram bench fact-search [--database-url postgresql://…]",
+        found[0],
+        [
+            "Facts in one space shared by two beings (6 words of a 3,000-word vocabulary each, a quarter "
+            "with an entity ref, 1 % pinned), embedded ahead and the collection optimized as the worker "
+            "does; `fact_search.search` with the query's vector given (the query's embedding excluded), "
+            "limit 8, entity cards and the foundation included. p50 / p95 in ms, one call at a time "
+            "through the Python API.",
+            table(["backend", "facts", *FACT_PROFILES], rows),
+            f"Goal: p95 ≤ {FACT_SEARCH_P95_GOAL_MS:g} ms per profile and t(100k)/t(10k) ≤ "
+            f"{FACT_SEARCH_RATIO_GOAL:g} (see *Goals*).",
+        ],
+    )
+
+
+def fact_search_goals(results: dict[str, Result]) -> list[tuple[str, str, str]]:
+    rows = []
+    for key, label in (("fact-search-sqlite", "SQLite"), ("fact-search-postgresql", "PostgreSQL")):
+        runs = results.get(key, {}).get("runs", [])
+        if not runs:
+            continue
+        big = runs[-1]
+        p95 = max(big[p]["p95_ms"] for p in FACT_PROFILES)
+        rows.append(
+            (
+                f"fact search at {_n(big['facts'])} facts: p95 ≤ {FACT_SEARCH_P95_GOAL_MS:g} ms per profile, {label}",
+                f"{_ms(p95)} ms (the slowest profile)",
+                _met(p95 <= FACT_SEARCH_P95_GOAL_MS),
+            )
+        )
+        ratio = results[key].get("ratio_p95")
+        if ratio:
+            worst = max(ratio.values())
+            rows.append(
+                (
+                    f"fact search t({_n(big['facts'])})/t({_n(runs[0]['facts'])}) ≤ "
+                    f"{FACT_SEARCH_RATIO_GOAL:g}, {label}",
+                    f"ratio {worst} (the largest)",
+                    _met(worst <= FACT_SEARCH_RATIO_GOAL),
+                )
+            )
+    return rows
+
+
 def sessions(r: Result) -> str:
     rows = [
         (
@@ -992,6 +1057,7 @@ def goals(results: dict[str, Result]) -> str | None:
                     _met(worst < JOURNAL_INCREMENT_GOAL_S),
                 )
             )
+    rows += fact_search_goals(results)
     if not rows:
         return None
     section = "## Goals\n\n" + table(["goal (from the issues)", "this run", ""], rows, "lrl")
@@ -1117,6 +1183,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),
+    ("fact-search", fact_search),
     ("journal", journal),
     ("sessions", lambda rs: sessions(rs["sessions"]) if "sessions" in rs else None),
     ("facts-upsert", facts_upsert),

@@ -84,6 +84,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("notes-sweep", passthrough("notes-sweep", *notes_sweep))
     notes = ("--sizes", "200", "--query-sizes", "200", "--calls", "5") if quick else ()
     runs += per_backend("notes", passthrough("notes", *notes))
+    fact_search = ("--sizes", "300", "3000", "--calls", "5") if quick else ()
+    runs += per_backend("fact-search", passthrough("fact-search", *fact_search))
     journal = ("--messages", "2000", "--increments", "10,100", "--per-day", "200") if quick else ()
     runs += per_backend("journal", passthrough("journal", *journal))
     sessions = ("--sizes", "10", "--sessions", "3") if quick else ()

@@ -114,3 +114,40 @@ class FactReads:
     def all_spaces(self) -> list[Row]:
         """Every space (for the admin's `engram space list`)."""
         return self._select(SPACES, "1 = 1", [], "ORDER BY name")
+
+    # -- helper C: retrieval (ADR 0059) ---------------------------------------------------------
+
+    def facts_by_ids(self, owners: Sequence[str], ids: Sequence[str]) -> dict[str, Row]:
+        """The owners' facts among `ids` (any status), by id."""
+        if not ids or not owners:
+            return {}
+        # By primary key alone, the owners checked here: with the owners in the WHERE clause a
+        # planner may walk an owner index over all its facts instead of looking `ids` up.
+        allowed = set(owners)
+        rows = self._select(FACTS, f"id IN ({_marks(ids)})", list(ids))
+        return {str(r["id"]): r for r in rows if str(r["owner_id"]) in allowed}
+
+    def refs_of(self, owners: Sequence[str]) -> list[Row]:
+        """Every (fact, ref) row of the owners' facts."""
+        return self._select(
+            FACT_REFS, f"owner_id IN ({_marks(owners)})", list(owners), "ORDER BY ref, fact_id"
+        )
+
+    def card_candidates(self, owners: Sequence[str], refs: Sequence[str]) -> list[Row]:
+        """(ref, fact) of the owners' active facts carrying one of `refs` that may enter an entity
+        card (pinned, or importance 2 or more): the few columns a card needs, in one join."""
+        if not refs or not owners:
+            return []
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT r.ref AS ref, f.id AS id, f.text AS text, f.pinned AS pinned, "
+                f"f.importance AS importance, f.updated_at AS updated_at, f.entity_label AS entity_label "
+                f"FROM {tables['fact_refs']} r JOIN {tables['facts']} f ON f.id = r.fact_id "
+                f"WHERE r.owner_id IN ({_marks(owners)}) AND r.ref IN ({_marks(refs)}) "
+                f"AND f.status = 'active' AND (f.pinned OR f.importance >= 2)",
+                [*owners, *refs],
+            )
+        return [
+            {**r, "id": str(r["id"]), "pinned": bool(r["pinned"]), "importance": int(r["importance"])}
+            for r in rows
+        ]

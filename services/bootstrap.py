@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.fact_capacity import FactCapacity
     from engram.services.fact_extraction import FactExtraction
+    from engram.services.fact_search import FactSearching
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
@@ -157,6 +158,13 @@ class Engram:
             max_answer_bytes=self.settings.llm_max_answer_kib * 1024,
             catch_up=lambda: self.views.ensure(names=["beings", "extraction"]),
         )
+
+    @cached_property
+    def fact_search(self) -> FactSearching:
+        """Fact retrieval: profiles, entity cards, the prompt slice, entities (ADR 0059)."""
+        from engram.services.fact_search import FactSearching
+
+        return FactSearching(self, lambda: self.message_search)
 
     @cached_property
     def spaces(self) -> SpaceCommands:

@@ -27,8 +27,10 @@ from pydantic import BaseModel, Field
 from engram.domain.being import Being
 from engram.domain.errors import DomainError
 from engram.projections.conversation_queries import ConversationReads
+from engram.projections.fact_queries import FactReads
 from engram.services.beings import resolve_being
 from engram.services.errors import Conflict, NotFound, StorageFull
+from engram.services.fact_memory import fact_sections_of
 from engram.services.journal_markdown import (
     HIGHLIGHTS,
     JOURNAL_FORMAT,
@@ -65,9 +67,10 @@ class JournalRefreshed(BaseModel):
 
 
 def fact_sections(reads: ConversationReads, being_id: UUID) -> FactSections:
-    """MEMORY.md's People and Ongoing lore. No facts exist before fact extraction (#11), which fills
-    this in (facts by subject for People, the lore subject for Ongoing lore)."""
-    return FactSections()
+    """MEMORY.md's People (facts by subject) and Ongoing lore (the lore subject), from the facts the
+    being reads: its own and its spaces' (`services/fact_memory.py`)."""
+    facts = FactReads(reads.read)
+    return fact_sections_of(facts, facts.owners(being_id))
 
 
 class Journals:
@@ -94,7 +97,7 @@ class Journals:
 
     def _reads(self, being_id: UUID) -> ConversationReads:
         views = self._views()
-        views.ensure(names=[VIEW], being=being_id)
+        views.ensure(names=[VIEW, "facts"], being=being_id)
         return views.conversations
 
     def _being(self, ref: str | UUID) -> Being:

@@ -28,6 +28,7 @@ from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
 from engram.projections.extraction import ExtractionReads, ExtractionView
 from engram.projections.fact_queries import FactReads
+from engram.projections.fact_search import FactSearch, FactSearchView
 from engram.projections.facts import FactsView
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
@@ -104,6 +105,7 @@ class Views:
         self._locks = locks
         self.vectors_view = VectorsView(vector_index)
         self.note_search_view = NoteSearchView(self.vectors_view)  # shares the vector index
+        self.fact_search_view = FactSearchView(self.vectors_view)  # shares the vector index
         self.fulltext = fulltext  # kept by the memory view, searched by `search`
         self.projections: dict[str, Projection] = {
             p.name: p
@@ -119,6 +121,7 @@ class Views:
                 FactsView(),
                 MessageSearchView(),
                 ExtractionView(),
+                self.fact_search_view,
                 *extra,
             )
         }
@@ -169,6 +172,11 @@ class Views:
     def extraction(self) -> ExtractionReads:
         """Messages fact extraction has still to read, and their states (ADR 0058; `ensure()` first)."""
         return ExtractionReads(self.read)
+
+    @property
+    def fact_search(self) -> FactSearch:
+        """Lexical and semantic candidates of fact searches (ADR 0059; call `ensure()` first)."""
+        return FactSearch(self.read, self.fact_search_view)
 
     @property
     def search(self) -> FullTextSearch:

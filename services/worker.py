@@ -73,7 +73,8 @@ class VectorMaintenance:
     def collections(self) -> list[str]:
         index = self.views.vector_index
         names = [index.resolve_alias(nodes_alias(m)) for m in self.views.read.vector_models("nodes")]
-        return [n for n in names if n is not None]
+        facts = self.views.fact_search.collections()  # one process owns the index: the facts' too (ADR 0059)
+        return [n for n in names if n is not None] + facts
 
     def due(self) -> list[str]:
         out = []
@@ -144,6 +145,7 @@ class Worker:
         note_sweep: Callable[..., object] | None = None,
         note_maintenance: Callable[..., object] | None = None,
         note_embedding: Callable[..., object] | None = None,
+        fact_embedding: Callable[..., object] | None = None,
         journal_refresh: Callable[..., object] | None = None,
         conversations: Callable[..., object] | None = None,
         extraction: Callable[..., object] | None = None,
@@ -181,6 +183,7 @@ class Worker:
         self.note_sweep = note_sweep
         self.note_maintenance = note_maintenance
         self.note_embedding = note_embedding
+        self.fact_embedding = fact_embedding  # `Engram.fact_search.embed_pending` (ADR 0059)
         self.journal_refresh = journal_refresh
         self.conversations = conversations
         self.extraction = extraction
@@ -230,6 +233,7 @@ class Worker:
             ("note-expiry-sweep", self.note_sweep, "notes", settings.note_sweep_interval_s),
             ("note-maintenance", self.note_maintenance, "notes", settings.note_maintenance_interval_s),
             ("note-embedding", self.note_embedding, "note_search", settings.note_embed_interval_s),
+            ("fact-embedding", self.fact_embedding, "fact_search", settings.note_embed_interval_s),
             ("conversation-summaries", self.conversations, "conversations", settings.conversation_interval_s),
             ("fact-extraction", self.extraction, "extraction", settings.extraction_interval_s),
         ):

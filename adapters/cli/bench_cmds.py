@@ -125,6 +125,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "extraction_bench",
         "Fact extraction with an instant fake LLM: messages/s, facts/s, rejected candidates by reason (ADR 0058).",
     )
+    _passthrough(
+        "fact-search",
+        "fact_search_bench",
+        "Fact search p50/p95 per profile (hybrid, blended, trust) at 10k and 100k facts in one space.",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

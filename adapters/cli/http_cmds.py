@@ -47,6 +47,7 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         note_sweep=engram.note_expiry.sweep,
         note_maintenance=engram.note_maintenance.run,
         note_embedding=engram.packing.embed_pending,
+        fact_embedding=engram.fact_search.embed_pending,
         journal_refresh=engram.journals.refresh_due,
         conversations=engram.summaries.worker_round,
         extraction=engram.extraction.worker_round,

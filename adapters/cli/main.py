@@ -524,6 +524,9 @@ _facts.register(cli, command)  # `engram facts add|list|pin|…`, `lore`, `space
 from engram.adapters.cli import extraction_cmds as _extraction  # noqa: E402
 
 _extraction.register(cli, command)  # `engram facts extract` (ADR 0058)
+from engram.adapters.cli import fact_search_cmds as _fact_search  # noqa: E402
+
+_fact_search.register(cli, command)  # `engram facts search`, `slice`, `entities list|show` (ADR 0059)
 
 
 def main() -> None:

@@ -15,6 +15,7 @@ from fastapi_offline import FastAPIOffline
 from engram.adapters.http import problems
 from engram.adapters.http.config import HttpSettings
 from engram.adapters.http.fact_routes import facts, spaces_admin
+from engram.adapters.http.fact_search_routes import fact_search
 from engram.adapters.http.message_routes import messages
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
 from engram.adapters.http.routes import _version, admin, public, v1
@@ -89,6 +90,7 @@ def create_app(
     app.state.tokens = tokens
     app.include_router(public)
     app.include_router(messages)  # before v1: its `/beings/{being}/{kind}/{item_id}` would take them
+    app.include_router(fact_search)  # before the facts router: its /facts/{id} would take /facts/search
     app.include_router(facts)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)
@@ -96,6 +98,7 @@ def create_app(
     app.state.api_routes = [
         *public.routes,
         *messages.routes,
+        *fact_search.routes,
         *facts.routes,
         *v1.routes,
         *admin.routes,

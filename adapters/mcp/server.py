@@ -493,6 +493,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.extraction_tools import add_extraction_tools
 
     add_extraction_tools(server, session)  # `extract_facts` (ADR 0058)
+    from engram.adapters.mcp.fact_search_tools import register_fact_search_tools
+
+    register_fact_search_tools(server, session)  # search_facts, prompt_slice (ADR 0059)
     return server
 
 

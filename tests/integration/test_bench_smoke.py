@@ -59,6 +59,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "messages-sqlite",
         "facts-upsert-sqlite",
         "extraction-sqlite",
+        "fact-search-sqlite",
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -70,6 +71,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "messages-postgresql",
             "facts-upsert-postgresql",
             "extraction-postgresql",
+            "fact-search-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))

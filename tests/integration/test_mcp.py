@@ -56,6 +56,8 @@ TOOLS = {
     "list_facts",
     "add_lore",
     "extract_facts",  # ADR 0058
+    "search_facts",  # ADR 0059
+    "prompt_slice",
 }
 
 
