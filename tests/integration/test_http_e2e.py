@@ -743,6 +743,47 @@ def test_messages_and_journals_over_the_wire(world: World) -> None:
     assert _ok(c.post("/v1/beings/Bo/memory.md/refresh"))
 
 
+def test_facts_spaces_and_entities_over_the_wire(world: World) -> None:
+    """Every fact route through the server: write, list, show, history, pin, archive, lore, spaces,
+    entity merges, search, the slice, entities, extraction (ADR 0056–0059)."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Fay"}), 201)
+    fact = {
+        "subject": "mina",
+        "text": "Mina lives in Austin",
+        "memory_key": "profile|person|mina|home",
+        "entity_refs": ["person:mina", "place:austin"],
+        "importance": 2,
+    }
+    stated = _ok(c.post("/v1/beings/Fay/facts", json=fact), 201)
+    fact_id = stated["fact_id"]
+    moved = _ok(c.post("/v1/beings/Fay/facts", json={**fact, "text": "Mina lives in Denver"}), 201)
+    assert moved["outcome"] == "revised" and moved["version"] == 2
+    assert [f["text"] for f in _ok(c.get("/v1/beings/Fay/facts"))] == ["Mina lives in Denver"]
+    assert (
+        _ok(c.get(f"/v1/beings/Fay/facts/{fact_id}", params={"as_of": 1}))["text"] == "Mina lives in Austin"
+    )
+    assert len(_ok(c.get(f"/v1/beings/Fay/facts/{fact_id}/history"))) >= 2
+    _ok(c.post(f"/v1/beings/Fay/facts/{fact_id}/pin"))
+    _ok(c.post(f"/v1/beings/Fay/facts/{fact_id}/unpin"))
+    other = _ok(c.post("/v1/beings/Fay/facts", json={"subject": "mina", "text": "Mina keeps bees"}), 201)
+    _ok(c.post(f"/v1/beings/Fay/facts/{other['fact_id']}/archive"))
+    _ok(c.post("/v1/beings/Fay/lore", json={"line": "the harbour floods in spring"}), 201)
+    _ok(c.post("/v1/admin/spaces", json={"name": "kin", "beings": ["Fay"]}), 201)
+    _ok(c.post("/v1/admin/spaces/kin/members", json={"being": "Bo"}))
+    assert "kin" in [s["name"] for s in _ok(c.get("/v1/admin/spaces"))]
+    assert [s["name"] for s in _ok(c.get("/v1/beings/Fay/spaces"))] == ["kin"]
+    _ok(c.delete("/v1/beings/Bo/spaces/kin"))
+    _ok(c.post("/v1/beings/Fay/entities/merge", json={"alias": "person:mina_k", "into": "person:mina"}))
+    _ok(c.post("/v1/beings/Fay/entities/unmerge", json={"alias": "person:mina_k"}))
+    hits = _ok(c.get("/v1/beings/Fay/facts/search", params={"q": "where does Mina live"}))
+    assert "Mina lives in Denver" in [h["text"] for h in hits["hits"]]
+    assert _ok(c.get("/v1/beings/Fay/slice", params={"user": "mina"}))["user_facts"]
+    assert "person:mina" in [e["ref"] for e in _ok(c.get("/v1/beings/Fay/entities"))]
+    assert _ok(c.get("/v1/beings/Fay/entities/person:mina"))["ref"] == "person:mina"
+    assert set(_ok(c.post("/v1/beings/Fay/facts/extract"))) >= {"messages"}
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))
