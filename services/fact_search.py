@@ -412,10 +412,10 @@ class FactSearching:
         now = self.e.clock.now()
         gate = gate_for(queried[0] if queried else "")
         if profile == "hybrid":
-            return self._hybrid(live, query, semantic, channel, strict, gate, now)
+            return self._hybrid(live, query, semantic, channel, strict, gate, now, limit)
         if profile == "blended":
-            return self._blended(live, semantic, owners, now)
-        return self._trust(live, semantic, min_trust, gate)
+            return self._blended(live, semantic, owners, now, limit)
+        return self._trust(live, semantic, min_trust, gate, limit)
 
     def _hit(self, row: dict[str, Any], parts: dict[str, float], passed: bool = True) -> FactHit:
         return FactHit(
@@ -455,8 +455,9 @@ class FactSearching:
         strict: bool,
         gate: FactGate,
         now: datetime,
+        limit: int,
     ) -> list[FactHit]:
-        hits = []
+        scored: list[Scored] = []
         for r in rows:
             sem = semantic.get(str(r["id"]))
             lex = lexical_score(query, r["text"], r["evidence"])
@@ -467,19 +468,24 @@ class FactSearching:
                 recency_score(r["updated_at"], now),
                 channel_score(r["channel"], channel),
             )
-            hits.append(self._hit(r, parts, passes_gate(sem, lex, sum(parts.values()), gate)))
-        passed = [h for h in hits if h.passed_gate]
+            scored.append(Scored(r, parts, passes_gate(sem, lex, sum(parts.values()), gate)))
+        passed = [h for h in scored if h.passed]
         # Spec 001: what passes the gate; when nothing does, the ranked candidates, or none if strict.
-        return self._order(passed if passed or strict else hits)
+        return self._top(passed if passed or strict else scored, limit)
 
     def _blended(
-        self, rows: list[dict[str, Any]], semantic: dict[str, float], owners: Sequence[str], now: datetime
+        self,
+        rows: list[dict[str, Any]],
+        semantic: dict[str, float],
+        owners: Sequence[str],
+        now: datetime,
+        limit: int,
     ) -> list[FactHit]:
         aliases = self.e.views.facts.aliases(owners)
         keys = {str(r["id"]): {resolve_ref(ref, aliases) for ref in _refs(r)} for r in rows}
         counted = Counter(k for ks in keys.values() for k in ks)
         n = max(len(rows), 1)
-        hits = []
+        scored = []
         for r in rows:
             fact_id = str(r["id"])
             freq = max((counted[k] for k in keys[fact_id]), default=0) / n
@@ -488,18 +494,30 @@ class FactSearching:
                 "recency": 0.3 * half_life_recency(r["updated_at"], now),
                 "frequency": 0.3 * freq,
             }
-            hits.append(self._hit(r, parts))
-        return self._order(hits)
+            scored.append(Scored(r, parts))
+        return self._top(scored, limit)
 
     def _trust(
-        self, rows: list[dict[str, Any]], semantic: dict[str, float], min_trust: float, gate: FactGate
+        self,
+        rows: list[dict[str, Any]],
+        semantic: dict[str, float],
+        min_trust: float,
+        gate: FactGate,
+        limit: int,
     ) -> list[FactHit]:
-        hits = [
-            self._hit(r, {"semantic": semantic[str(r["id"])]})
+        scored = [
+            Scored(r, {"semantic": semantic[str(r["id"])]})
             for r in rows
             if semantic.get(str(r["id"]), 0.0) > gate.trust_semantic and float(r["source_trust"]) >= min_trust
         ]
-        return self._order(hits)
+        return self._top(scored, limit)
+
+    def _top(self, scored: list[Scored], limit: int) -> list[FactHit]:
+        """The best `limit` in `_order`'s order, made into hits (only those: a hit is a model)."""
+        out = sorted(scored, key=lambda h: str(h.row["id"]))
+        out.sort(key=lambda h: h.row["updated_at"], reverse=True)
+        out.sort(key=lambda h: -h.score)
+        return [self._hit(h.row, h.parts, h.passed) for h in out[:limit]]
 
     # -- entity cards ---------------------------------------------------------------------------
 
@@ -693,6 +711,18 @@ class FactSearching:
             mentions=mentions,
             card=cards[0] if cards else None,
         )
+
+
+class Scored:
+    """A candidate's score before it becomes a hit: only the best `limit` become `FactHit`s."""
+
+    __slots__ = ("parts", "passed", "row", "score")
+
+    def __init__(self, row: dict[str, Any], parts: dict[str, float], passed: bool = True) -> None:
+        self.row = row
+        self.parts = parts
+        self.passed = passed
+        self.score = round(sum(parts.values()), 6)
 
 
 def newest_first(at: str) -> tuple[int, ...]:
