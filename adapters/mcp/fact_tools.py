@@ -1,10 +1,11 @@
-"""The MCP tools for facts (issue #11): `add_fact`, `list_facts` and `add_lore`, for the server's one
-being (and the spaces it is in). Their inputs go to `FactInput` as given, so the tools refuse what the
+"""The MCP tools for facts (issue #11): `add_fact`, `list_facts`, `add_lore`, `change_fact` and
+`merge_entities`, for the server's one being (and the spaces it is in). Their inputs go to `FactInput` as given, so the tools refuse what the
 CLI, HTTP and Python refuse, naming the field."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
+from uuid import UUID
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
@@ -118,3 +119,49 @@ def register_fact_tools(server: MCPServer[Any], session: EngramSession) -> None:
             )
         )
         return {"facts": rows}
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True),
+        structured_output=True,
+    )
+    async def change_fact(
+        fact_id: Annotated[
+            str, Field(description="The fact's id (from add_fact, list_facts or search_facts).")
+        ],
+        change: Annotated[
+            str,
+            Field(
+                description="pin (importance 3, never archived), unpin, or archive (hide it, history kept)."
+            ),
+        ],
+    ) -> dict[str, Any]:
+        """Pin, unpin or archive one of my facts or of my spaces' facts."""
+        verbs = {"pin": session.engram.facts.pin, "unpin": session.engram.facts.unpin}
+        verbs["archive"] = session.engram.facts.archive
+        if change not in verbs:
+            raise ToolError("invalid_input: change: one of pin, unpin, archive")
+        try:
+            fact = UUID(fact_id)
+        except ValueError:
+            raise ToolError(f"not_found: fact {fact_id} not found") from None
+        done = await session.call(verbs[change], being, fact)
+        return done.model_dump()
+
+    @server.tool(
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False),
+        structured_output=True,
+    )
+    async def merge_entities(
+        alias: Annotated[str, Field(description="The ref that is another's variant, e.g. person:makesh.")],
+        into: Annotated[
+            str | None,
+            Field(description="The ref it reads as, e.g. person:mukesh; omit to unmerge the alias."),
+        ] = None,
+        space: Annotated[str | None, Field(description="Merge them in a space I am in.")] = None,
+    ) -> dict[str, Any]:
+        """Read one entity ref as another from now on (speech-to-text variants), or undo that."""
+        if into is None:
+            done = await session.call(session.engram.facts.unmerge_entities, being, alias, space=space)
+        else:
+            done = await session.call(session.engram.facts.merge_entities, being, alias, into, space=space)
+        return done.model_dump()

@@ -61,3 +61,29 @@ def test_bad_facts_are_tool_errors_naming_the_field(
         _call(session, "add_fact", fields)
     assert code in str(refused.value) and field.split(".")[0] in str(refused.value), str(refused.value)
     assert _head(session) == head
+
+
+def test_pin_archive_and_merge_through_the_tools(session: EngramSession) -> None:
+    def others(engram: Any) -> str:
+        engram.beings.register("Cy")
+        return str(engram.facts.state("Cy", engram_input(text="Cy's private fact")).fact_id)
+
+    theirs = session.run(lambda: others(session.engram))
+    mine = _call(session, "add_fact", {**GOOD, "entity_refs": ["person:mina"]}).structured_content["fact_id"]
+    assert _call(session, "change_fact", {"fact_id": mine, "change": "pin"}).structured_content["details"]
+    with pytest.raises(ToolError, match="invalid_transition"):  # a pinned fact is never archived
+        _call(session, "change_fact", {"fact_id": mine, "change": "archive"})
+    _call(session, "change_fact", {"fact_id": mine, "change": "unpin"})
+    archived = _call(session, "change_fact", {"fact_id": mine, "change": "archive"}).structured_content
+    assert archived["details"]["status"] == "archived"
+    for fact_id in (theirs, "not-an-id"):  # another being's fact looks like no fact at all
+        with pytest.raises(ToolError, match="not_found"):
+            _call(session, "change_fact", {"fact_id": fact_id, "change": "pin"})
+    with pytest.raises(ToolError, match="change"):
+        _call(session, "change_fact", {"fact_id": mine, "change": "burn"})
+    _call(session, "merge_entities", {"alias": "person:mina_k", "into": "person:mina"})
+    with pytest.raises(ToolError, match="invalid_input"):  # a cycle
+        _call(session, "merge_entities", {"alias": "person:mina", "into": "person:mina_k"})
+    _call(session, "merge_entities", {"alias": "person:mina_k"})  # unmerged
+    with pytest.raises(ToolError, match="invalid_transition"):
+        _call(session, "merge_entities", {"alias": "person:mina_k"})

@@ -55,6 +55,8 @@ TOOLS = {
     "add_fact",  # issue #11
     "list_facts",
     "add_lore",
+    "change_fact",
+    "merge_entities",
     "extract_facts",  # ADR 0058
     "search_facts",  # ADR 0059
     "prompt_slice",
