@@ -1,6 +1,6 @@
 """The MCP tools for facts (issue #11): `add_fact`, `list_facts`, `add_lore`, `change_fact` and
-`merge_entities`, for the server's one being (and the spaces it is in). Their inputs go to `FactInput` as given, so the tools refuse what the
-CLI, HTTP and Python refuse, naming the field."""
+`merge_entities`, for the server's one being (and the spaces it is in). Their inputs go to `FactInput`
+as given, so the tools refuse what the CLI, HTTP and Python refuse, naming the field."""
 
 from __future__ import annotations
 

@@ -489,7 +489,7 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     register_message_tools(server, session)  # note_message, search_messages (issue #10)
     from engram.adapters.mcp.fact_tools import register_fact_tools
 
-    register_fact_tools(server, session)  # add_fact, list_facts, add_lore, change_fact, merge_entities (issue #11)
+    register_fact_tools(server, session)  # add_fact, list_facts, add_lore, change_fact, merge_entities
     from engram.adapters.mcp.extraction_tools import add_extraction_tools
 
     add_extraction_tools(server, session)  # `extract_facts` (ADR 0058)
