@@ -8,7 +8,7 @@ every write returns the log position it wrote.
 Example::
 
     import engram
-    from engram import MessageInput, NoteInput
+    from engram import FactInput, MessageInput, NoteInput
 
     with engram.open("./engram-data", embedder="offline") as memory:
         memory.beings.register("Aria")
