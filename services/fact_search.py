@@ -17,8 +17,10 @@ from __future__ import annotations
 import functools
 import math
 import re
+import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -30,6 +32,8 @@ from pydantic import BaseModel, Field
 from engram.domain.errors import DomainError, InvalidInput
 from engram.domain.fact import LORE_SUBJECT, Fact, FactStatus
 from engram.domain.text import check_text
+from engram.projections.fact_queries import FactReads
+from engram.projections.fact_search import FactSearch
 from engram.projections.note_search import terms
 from engram.services.beings import resolve_being_id
 from engram.services.ports import Reads
@@ -263,6 +267,31 @@ class FactSearching:
     def __init__(self, engram: Reads, messages: Callable[[], Any]) -> None:
         self.e = engram
         self._messages = messages
+        self._held = threading.local()  # this thread's read snapshot during a search
+
+    @property
+    def _facts(self) -> FactReads:
+        read = getattr(self._held, "read", None)
+        return FactReads(read) if read is not None else self.e.views.facts
+
+    @property
+    def _search(self) -> FactSearch:
+        read = getattr(self._held, "read", None)
+        return (
+            FactSearch(read, self.e.views.fact_search_view) if read is not None else self.e.views.fact_search
+        )
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction per view for the whole search: a search makes about ten reads, and
+        on PostgreSQL each of its own would pay a transaction and the active tables' lookup."""
+        read = self.e.views.read
+        with read.snapshot("facts", "fact_search"):
+            self._held.read = read
+            try:
+                yield
+            finally:
+                self._held.read = None
 
     # -- embedding ------------------------------------------------------------------------------
 
@@ -343,17 +372,22 @@ class FactSearching:
         limit = min(max(int(limit), 1), MAX_FACT_HITS)
         being_id = resolve_being_id(self.e.store, being_ref)
         self.e.views.ensure(names=SEARCH_VIEWS, being=being_id)
-        reads = self.e.views.facts
-        owners = reads.owners(being_id)
+        owners = self.e.views.facts.owners(being_id)
+        # The query's vector first: embedding what still lacks one writes, which a snapshot taken
+        # before would not see.
+        queried = (
+            (self.e.embedder.model_id, vector) if vector is not None else self._query_vector(owners, query)
+        )
         subjects = None if user is None else {user, LORE_SUBJECT}
-        hits = self._ranked(
-            owners, query, profile, channel, min_trust, strict, subjects, types, vector, limit
-        )[:limit]
-        aliases = reads.aliases(owners)
-        for hit in hits:
-            hit.entity_refs = list(dict.fromkeys(resolve_ref(r, aliases) for r in hit.entity_refs))
-        cards = self.cards(owners, hits, aliases)
-        foundation = self.e.views.fact_search.foundation(owners, FOUNDATION)
+        with self._snapshot():
+            hits = self._ranked(
+                owners, query, profile, channel, min_trust, strict, subjects, types, queried, limit
+            )[:limit]
+            aliases = self._facts.aliases(owners)
+            for hit in hits:
+                hit.entity_refs = list(dict.fromkeys(resolve_ref(r, aliases) for r in hit.entity_refs))
+            cards = self.cards(owners, hits, aliases)
+            foundation = self._search.foundation(owners, FOUNDATION)
         return FactsFound(
             query=query,
             profile=profile,
@@ -381,15 +415,10 @@ class FactSearching:
         strict: bool,
         subjects: set[str] | None,
         types: Sequence[str] | None,
-        given: np.ndarray[Any, Any] | None,
+        queried: tuple[str, np.ndarray[Any, Any]] | None,
         limit: int,
     ) -> list[FactHit]:
-        search = self.e.views.fact_search
-        if given is not None:
-            model = self.e.embedder.model_id
-            queried: tuple[str, np.ndarray[Any, Any]] | None = (model, given)
-        else:
-            queried = self._query_vector(owners, query)
+        search = self._search
         # Spec 004's blended ranks the top 50 by cosine; hybrid and trust need a few candidates per
         # hit asked (each side of hybrid's pool is as large).
         pool = CANDIDATES if profile == "blended" else max(HYBRID_POOL * limit, MIN_HYBRID_POOL)
@@ -401,7 +430,7 @@ class FactSearching:
             ids += [
                 i for i in search.lexical_candidates(owners, list(terms(query)), pool) if i not in semantic
             ]
-        rows = self.e.views.facts.facts_by_ids(owners, ids)
+        rows = self._facts.facts_by_ids(owners, ids)
         live = [
             r
             for r in rows.values()
@@ -481,7 +510,7 @@ class FactSearching:
         now: datetime,
         limit: int,
     ) -> list[FactHit]:
-        aliases = self.e.views.facts.aliases(owners)
+        aliases = self._facts.aliases(owners)
         keys = {str(r["id"]): {resolve_ref(ref, aliases) for ref in _refs(r)} for r in rows}
         counted = Counter(k for ks in keys.values() for k in ks)
         n = max(len(rows), 1)
@@ -534,7 +563,7 @@ class FactSearching:
             end = resolve_ref(alias, aliases)
             if end in leads_to:
                 leads_to[alias] = end
-        rows = self.e.views.facts.card_candidates(owners, list(leads_to))
+        rows = self._facts.card_candidates(owners, list(leads_to))
         shown = {h.id for h in hits}
         per: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in targets}
         labels: dict[str, str] = {}
