@@ -37,8 +37,9 @@ class FactReads:
         return self._select(SPACES, f"id IN ({_marks(ids)})", ids, "ORDER BY name")
 
     def owners(self, being_id: UUID) -> list[str]:
-        """The owners whose facts the being reads: itself first, then its spaces."""
-        return [str(being_id), *(s["id"] for s in self.spaces_of(being_id))]
+        """The owners whose facts the being reads: itself first, then its spaces (by id)."""
+        members = self._select(SPACE_MEMBERS, "being_id = ?", [str(being_id)], "ORDER BY space_id")
+        return [str(being_id), *(m["space_id"] for m in members)]
 
     def space_by_name(self, name: str) -> Row | None:
         rows = self._select(SPACES, "name = ?", [name])

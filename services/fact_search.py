@@ -372,14 +372,18 @@ class FactSearching:
         limit = min(max(int(limit), 1), MAX_FACT_HITS)
         being_id = resolve_being_id(self.e.store, being_ref)
         self.e.views.ensure(names=SEARCH_VIEWS, being=being_id)
-        owners = self.e.views.facts.owners(being_id)
         # The query's vector first: embedding what still lacks one writes, which a snapshot taken
         # before would not see.
-        queried = (
-            (self.e.embedder.model_id, vector) if vector is not None else self._query_vector(owners, query)
-        )
+        owners: list[str] | None = None
+        queried: tuple[str, np.ndarray[Any, Any]] | None = None
+        if vector is None:
+            owners = self.e.views.facts.owners(being_id)
+            queried = self._query_vector(owners, query)
+        else:
+            queried = (self.e.embedder.model_id, vector)
         subjects = None if user is None else {user, LORE_SUBJECT}
         with self._snapshot():
+            owners = owners or self._facts.owners(being_id)
             hits = self._ranked(
                 owners, query, profile, channel, min_trust, strict, subjects, types, queried, limit
             )[:limit]
