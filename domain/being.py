@@ -13,6 +13,7 @@ from engram.domain.base import BeingScopedAggregate
 from engram.domain.cluster import ROOT_NAMES, Cluster
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import being_id_for_name, normalise_being_name, root_cluster_id
+from engram.domain.sleep import SleepSchedule
 from engram.domain.text import check_text
 
 MAX_NAME_CHARS = 64
@@ -46,6 +47,17 @@ def _check_text(label: str, field: str, text: str, limit: int) -> str:
 
 class Being(BeingScopedAggregate):
     TOPIC = "engram.Being"
+    # The state a snapshot holds: version 2 keeps the whole sleep schedule (issue #12, ADR 0060) where
+    # version 1 kept only the window, `sleep_window` (start, hours) or None.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        window = state.pop("sleep_window", None)
+        schedule = SleepSchedule().as_dict()
+        if window:
+            schedule.update(enabled=True, start_hour=int(window[0]), duration_hours=int(window[1]))
+        state["sleep_schedule"] = schedule
 
     class Event(Aggregate.Event):
         TOPIC = "engram.Being.Event"
@@ -104,14 +116,30 @@ class Being(BeingScopedAggregate):
         duration_hours: int
 
         def apply(self, being: Being) -> None:
-            being.sleep_window = (self.start_hour, self.duration_hours)
+            being.sleep_schedule = {
+                **being.sleep_schedule,
+                "enabled": True,
+                "start_hour": self.start_hour,
+                "duration_hours": self.duration_hours,
+            }
 
     class SleepWindowCleared(Event):
         TOPIC = "engram.Being.SleepWindowCleared"
         class_version = 1
 
         def apply(self, being: Being) -> None:
-            being.sleep_window = None
+            being.sleep_schedule = {**being.sleep_schedule, "enabled": False}
+
+    class SleepScheduleSet(Event):
+        """Spec 003 §7 (issue #12): the whole schedule — window, ticks, cooldown, depth (ADR 0060).
+        Supersedes `SleepWindowSet`/`SleepWindowCleared`, which older logs hold and still apply."""
+
+        TOPIC = "engram.Being.SleepScheduleSet"
+        class_version = 1
+        schedule: dict[str, Any]
+
+        def apply(self, being: Being) -> None:
+            being.sleep_schedule = dict(self.schedule)
 
     def __init__(self, being_id: UUID, name: str, business_root_id: UUID, private_root_id: UUID) -> None:
         self.being_id = being_id
@@ -122,7 +150,7 @@ class Being(BeingScopedAggregate):
         self.soul = ""
         self.think_md = ""
         self.diary: dict[str, str] = {}
-        self.sleep_window: tuple[int, int] | None = None
+        self.sleep_schedule: dict[str, Any] = SleepSchedule().as_dict()
 
     @classmethod
     def register(cls, name: str, at: datetime) -> tuple[Being, Cluster, Cluster]:
@@ -169,16 +197,39 @@ class Being(BeingScopedAggregate):
             text=_check_text("a diary entry", "diary", text, MAX_DIARY_CHARS),
         )
 
+    @property
+    def schedule(self) -> SleepSchedule:
+        return SleepSchedule.from_dict(self.sleep_schedule)
+
+    @property
+    def sleep_window(self) -> tuple[int, int] | None:
+        s = self.schedule
+        return (s.start_hour, s.duration_hours) if s.enabled else None
+
+    def set_sleep_schedule(self, schedule: SleepSchedule, at: datetime) -> None:
+        if schedule.as_dict() != self.sleep_schedule:
+            self._emit(self.SleepScheduleSet, at, schedule=schedule.as_dict())
+
     def set_sleep_window(self, start_hour: int, duration_hours: int, at: datetime) -> None:
         if not 0 <= start_hour <= 23:
-            raise InvalidInput("a sleep window starts at an hour from 0 to 23")
+            raise InvalidInput("a sleep window starts at an hour from 0 to 23", field="start_hour")
         if not 1 <= duration_hours <= 23:
-            raise InvalidInput("a sleep window lasts 1 to 23 hours")
-        self._emit(self.SleepWindowSet, at, start_hour=start_hour, duration_hours=duration_hours)
+            raise InvalidInput("a sleep window lasts 1 to 23 hours", field="duration_hours")
+        self.set_sleep_schedule(
+            SleepSchedule.from_dict(
+                {
+                    **self.sleep_schedule,
+                    "enabled": True,
+                    "start_hour": start_hour,
+                    "duration_hours": duration_hours,
+                }
+            ),
+            at,
+        )
 
     def clear_sleep_window(self, at: datetime) -> None:
-        if self.sleep_window is not None:
-            self._emit(self.SleepWindowCleared, at)
+        if self.sleep_schedule.get("enabled"):
+            self.set_sleep_schedule(SleepSchedule.from_dict({**self.sleep_schedule, "enabled": False}), at)
 
     def start_patrol_cycle(self, at: datetime) -> int:
         self._emit(self.PatrolCycleStarted, at, cycle=self.cycle + 1)

@@ -101,6 +101,16 @@ class BeingsView(Projection):
     def _awake(self, batch: Batch, e: Being.SleepWindowCleared) -> None:
         self._update(batch, e, sleep_start_hour=None, sleep_duration_hours=None)
 
+    @handles(Being.SleepScheduleSet)
+    def _schedule(self, batch: Batch, e: Being.SleepScheduleSet) -> None:
+        on = bool(e.schedule.get("enabled"))
+        self._update(
+            batch,
+            e,
+            sleep_start_hour=e.schedule["start_hour"] if on else None,
+            sleep_duration_hours=e.schedule["duration_hours"] if on else None,
+        )
+
     @handles(Being.DiaryEntryWritten)
     def _diary(self, batch: Batch, e: Being.DiaryEntryWritten) -> None:
         self._update(batch, e)

@@ -105,6 +105,29 @@ class BeingCommands:
     def clear_sleep_window(self, being_ref: str) -> Done:
         return self._update(being_ref, "clear_sleep_window", lambda b: b.clear_sleep_window(self.clock.now()))
 
+    def set_sleep_schedule(self, being_ref: str, **changes: Any) -> Done:
+        """Change fields of the being's sleep schedule (spec 003 §7, ADR 0060); the others stay.
+        Fields: enabled, start_hour, duration_hours, min_awake_ticks, tick_awake_s, tick_asleep_s,
+        cooldown_minutes, depth. Giving the window (start_hour or duration_hours) turns the schedule
+        on unless `enabled` says otherwise. `details.schedule` is the schedule after the change."""
+        from engram.domain.sleep import SleepSchedule
+
+        if ("start_hour" in changes or "duration_hours" in changes) and "enabled" not in changes:
+            changes["enabled"] = True
+
+        def change(b: Being) -> None:
+            b.set_sleep_schedule(SleepSchedule.from_dict({**b.sleep_schedule, **changes}), self.clock.now())
+
+        being_id = resolve_being_id(self.store, being_ref)
+
+        def handle() -> Done:
+            being = self.store.get(Being, being_id)
+            change(being)
+            position = self.store.save(being) if being.pending_events else None
+            return Done(position=position, details={"schedule": being.sleep_schedule})
+
+        return self.runner.run("set_sleep_schedule", handle, being_id=being_id)
+
     def _update(self, being_ref: str, command: str, change: Callable[[Being], None]) -> Done:
         being_id = resolve_being_id(self.store, being_ref)
 

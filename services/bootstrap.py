@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
     from engram.services.sessions import Sessions
+    from engram.services.sleep import DreamStep, SleepCycle
     from engram.services.spaces import SpaceCommands
 
 
@@ -172,6 +173,27 @@ class Engram:
         from engram.services.spaces import SpaceCommands
 
         return SpaceCommands(self.store, self.clock, self.runner)
+
+    @cached_property
+    def sleep(self) -> SleepCycle:
+        """Sleep and dreaming: modes, phases, wake conditions and the phases' steps (ADR 0060)."""
+        from engram.services.sleep import SleepCycle
+
+        return SleepCycle(
+            self.store,
+            self.clock,
+            self.runner,
+            lambda: self.views,
+            lambda: self.dream_steps,
+            lambda: self.llm.available,
+        )
+
+    @cached_property
+    def dream_steps(self) -> list[DreamStep]:
+        """The steps of the sleep phases, in order (services/dream_steps.py)."""
+        from engram.services.dream_steps import build_steps
+
+        return build_steps(self)
 
     @cached_property
     def nodes(self) -> NodeCommands:

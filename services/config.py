@@ -217,6 +217,12 @@ class Settings(EnvSettings):
         description="How often the worker extracts facts from the messages not read yet (0: never; "
         "`engram facts extract` does it on demand).",
     )
+    sleep_interval_s: float = Field(
+        1.0,
+        ge=0,
+        description="How often the worker looks for beings whose sleep tick is due (each being ticks at "
+        "its schedule's rate; 0: never, `engram dream` runs ticks on demand).",
+    )
     journal_dir: Path | None = Field(
         None, description="Where the daily journals and MEMORY.md are written (default: <data dir>/journals)."
     )

@@ -40,6 +40,7 @@ from engram.projections.notes import NotesView
 from engram.projections.patrol_runs import PatrolRunsView
 from engram.projections.queries import ReadModels
 from engram.projections.ranking_cache import RankingCache
+from engram.projections.sleep import SleepReads, SleepView
 from engram.projections.sql import ViewDatabase
 from engram.projections.tokens import TokensView
 from engram.projections.vector_index import VectorIndex
@@ -122,6 +123,7 @@ class Views:
                 MessageSearchView(),
                 ExtractionView(),
                 self.fact_search_view,
+                SleepView(),
                 *extra,
             )
         }
@@ -172,6 +174,11 @@ class Views:
     def extraction(self) -> ExtractionReads:
         """Messages fact extraction has still to read, and their states (ADR 0058; `ensure()` first)."""
         return ExtractionReads(self.read)
+
+    @property
+    def sleep(self) -> SleepReads:
+        """Modes, phases, schedules and transitions (ADR 0060; call `ensure()` first)."""
+        return SleepReads(self.read)
 
     @property
     def fact_search(self) -> FactSearch:

@@ -149,6 +149,7 @@ class Worker:
         journal_refresh: Callable[..., object] | None = None,
         conversations: Callable[..., object] | None = None,
         extraction: Callable[..., object] | None = None,
+        sleep: Callable[..., object] | None = None,
     ) -> None:
         """`maintenance`: default a `VectorMaintenance` when this worker runs the vectors view;
         `maintenance_interval`: default `ENGRAM_VECTOR_MAINTENANCE_INTERVAL_S`; `fulltext`: default a
@@ -163,7 +164,9 @@ class Worker:
         the summaries due every `ENGRAM_CONVERSATION_INTERVAL_S` (0: never) while this worker runs the
         conversations view (ADR 0053); `extraction` (`Engram.extraction.worker_round`): extracts facts from
         pending messages every `ENGRAM_EXTRACTION_INTERVAL_S` (0: never) while this worker runs the
-        extraction view (ADR 0058); each takes `stopping=`."""
+        extraction view (ADR 0058); `sleep` (`Engram.sleep.worker_round`): the beings' sleep ticks every
+        `ENGRAM_SLEEP_INTERVAL_S` (0: never) while this worker runs the sleep view (ADR 0060); each takes
+        `stopping=`."""
         self.views = views
         self.names = list(names or views.names())
         self.poll_interval = poll_interval
@@ -187,6 +190,7 @@ class Worker:
         self.journal_refresh = journal_refresh
         self.conversations = conversations
         self.extraction = extraction
+        self.sleep = sleep
         self.stop_event = threading.Event()
         self.wakeup = Wakeup()
         self.threads: list[threading.Thread] = []
@@ -236,6 +240,7 @@ class Worker:
             ("fact-embedding", self.fact_embedding, "fact_search", settings.note_embed_interval_s),
             ("conversation-summaries", self.conversations, "conversations", settings.conversation_interval_s),
             ("fact-extraction", self.extraction, "extraction", settings.extraction_interval_s),
+            ("sleep-ticks", self.sleep, "sleep", settings.sleep_interval_s),
         ):
             if note_run is not None and view in self.names and every > 0:
                 # Reads that view: only the worker that keeps it current runs them.

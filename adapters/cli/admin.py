@@ -290,6 +290,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             journal_refresh=engram.journals.refresh_due,
             conversations=engram.summaries.worker_round,
             extraction=engram.extraction.worker_round,
+            sleep=engram.sleep.worker_round,
         )
 
         def stop(*_: Any) -> None:

@@ -51,6 +51,7 @@ def _start_embedded_worker(engram: Any, wanted: bool | None) -> Any:
         journal_refresh=engram.journals.refresh_due,
         conversations=engram.summaries.worker_round,
         extraction=engram.extraction.worker_round,
+        sleep=engram.sleep.worker_round,
     )
     engram.store.on_saved.append(lambda _position: worker.wakeup.notify())
     threading.Thread(target=worker.run_forever, name="embedded-worker", daemon=True).start()

@@ -175,9 +175,16 @@ def being_soul(ctx: Context, being_ref: str, soul: str | None, soul_file: Any, *
 
 @being.command("sleep")
 @click.argument("being_ref", metavar="BEING")
-@click.option("--start", "start_hour", type=click.IntRange(0, 23), help="Hour (UTC) the sleep window starts.")
-@click.option("--hours", "duration_hours", type=click.IntRange(1, 23), help="How long it lasts.")
-@click.option("--off", is_flag=True, help="Remove the sleep window.")
+@click.option("--start", "start_hour", type=int, help="Hour (UTC, 0-23) the sleep window starts.")
+@click.option("--hours", "duration_hours", type=int, help="How long it lasts (1-23 hours).")
+@click.option("--off", is_flag=True, help="Turn the schedule off (the being sleeps only when told).")
+@click.option("--min-awake-ticks", type=int, help="Awake ticks before it may sleep again (default 10).")
+@click.option("--tick-awake", "tick_awake_s", type=int, help="Seconds between awake ticks (default 5).")
+@click.option("--tick-asleep", "tick_asleep_s", type=int, help="Seconds between sleep ticks (default 60).")
+@click.option(
+    "--cooldown", "cooldown_minutes", type=int, help="Minutes after waking before it may sleep (60)."
+)
+@click.option("--depth", type=click.Choice(["light", "deep"]), help="Light sleep wakes for urgent messages.")
 @command
 def being_sleep(
     ctx: Context,
@@ -187,15 +194,29 @@ def being_sleep(
     off: bool,
     *,
     as_json: bool,
+    **tuning: int | str | None,
 ) -> None:
-    """Set the daily window in which the worker patrols BEING on the slower sleep schedule."""
+    """Set BEING's sleep schedule: the daily window (UTC; it may wrap past midnight) in which the
+    worker puts it to sleep, and its tick rates, cooldown and depth. Fields not given stay."""
+    changes: dict[str, Any] = {k: v for k, v in tuning.items() if v is not None}
     if off:
-        result = ctx.engram.beings.clear_sleep_window(being_ref)
-    elif start_hour is None or duration_hours is None:
-        raise InvalidInput("give --start and --hours, or --off")
-    else:
-        result = ctx.engram.beings.set_sleep_window(being_ref, start_hour, duration_hours)
-    emit_json(result.model_dump()) if as_json else click.echo("sleep window " + ("removed" if off else "set"))
+        changes["enabled"] = False
+    if start_hour is not None:
+        changes["start_hour"] = start_hour
+    if duration_hours is not None:
+        changes["duration_hours"] = duration_hours
+    if not changes:
+        raise InvalidInput("give --start and --hours, --off, or a field to change (see --help)")
+    result = ctx.engram.beings.set_sleep_schedule(being_ref, **changes)
+    if as_json:
+        emit_json(result.model_dump())
+        return
+    s = result.details["schedule"]
+    click.echo(
+        f"sleep schedule: {s['start_hour']:02d}:00 UTC for {s['duration_hours']} h, {s['depth']} sleep"
+        if s["enabled"]
+        else "sleep schedule off"
+    )
 
 
 # -- notes ----------------------------------------------------------------------------------
@@ -527,6 +548,9 @@ _extraction.register(cli, command)  # `engram facts extract` (ADR 0058)
 from engram.adapters.cli import fact_search_cmds as _fact_search  # noqa: E402
 
 _fact_search.register(cli, command)  # `engram facts search`, `slice`, `entities list|show` (ADR 0059)
+from engram.adapters.cli import sleep_cmds as _sleep  # noqa: E402
+
+_sleep.register(cli, command)  # `engram sleep|wake|mode|dream` (ADR 0060)
 
 
 def main() -> None:

@@ -784,6 +784,28 @@ def test_facts_spaces_and_entities_over_the_wire(world: World) -> None:
     assert set(_ok(c.post("/v1/beings/Fay/facts/extract"))) >= {"messages"}
 
 
+def test_sleep_over_the_wire(world: World) -> None:
+    """Every sleep route through the server (ADR 0060): the schedule, sleep, a deferred wake, the
+    mode, dream ticks; bad input answers 422 and a second wake of an awake being 409."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Sol"}), 201)
+    sched = _ok(c.put("/v1/beings/Sol/sleep/schedule", json={"start_hour": 23, "duration_hours": 5}))
+    assert sched["details"]["schedule"]["enabled"] is True
+    assert c.put("/v1/beings/Sol/sleep/schedule", json={"start_hour": 24}).status_code == 422
+    assert c.put("/v1/beings/Sol/sleep/schedule", json={"bedtime": 1}).status_code == 422
+    asleep = _ok(c.post("/v1/beings/Sol/sleep", json={"hours": 2, "reason": "maintenance"}))
+    assert asleep["details"]["mode"] == "asleep" and asleep["details"]["phase"] == "compacting"
+    assert c.post("/v1/beings/Sol/sleep").status_code == 409
+    mode = _ok(c.get("/v1/beings/Sol/mode"))
+    assert mode["mode"] == "asleep" and mode["recent"][0]["reason"] == "maintenance"
+    dreamt = _ok(c.post("/v1/beings/Sol/dream", json={"ticks": 3}))
+    assert dreamt["ticks"] >= 1 and dreamt["napped"] is False
+    assert _ok(c.post("/v1/beings/Sol/wake", json={"reason": "morning"}))["details"]["outcome"] == "woke"
+    again = c.post("/v1/beings/Sol/wake")
+    assert again.status_code == 409 and "awake already" in again.text
+    assert c.post("/v1/beings/Sol/dream", json={"ticks": 0}).status_code == 422
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))
