@@ -37,3 +37,16 @@ def poignancy_to_fact_importance(poignancy: int) -> int:
     """The fact importance whose poignancy is nearest (ties go to the higher importance)."""
     p = _clamp(poignancy)
     return min(range(4), key=lambda i: (abs(FACT_POIGNANCY[i] - p), -i))
+
+
+def message_poignancy(*, text: str, role: str, urgent: bool, priority: int | None) -> int:
+    """A message's heuristic importance on the 1–10 scale, offline: what the intake records and what
+    an LLM may upgrade during compacting. (The features are issue #12's compacting part's to refine.)"""
+    score = 2 if role == "user" else 1
+    if urgent:
+        score += 3
+    if priority is not None:
+        score = max(score, priority)
+    if len(text) > 200:
+        score += 1
+    return _clamp(score)

@@ -33,6 +33,7 @@ from engram.projections.facts import FactsView
 from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
+from engram.projections.importance import ImportanceReads, ImportanceView
 from engram.projections.memory import MemoryView
 from engram.projections.message_search import MessageSearchView
 from engram.projections.note_search import NoteSearch, NoteSearchView
@@ -124,6 +125,7 @@ class Views:
                 ExtractionView(),
                 self.fact_search_view,
                 SleepView(),
+                ImportanceView(),
                 *extra,
             )
         }
@@ -179,6 +181,11 @@ class Views:
     def sleep(self) -> SleepReads:
         """Modes, phases, schedules and transitions (ADR 0060; call `ensure()` first)."""
         return SleepReads(self.read)
+
+    @property
+    def importance(self) -> ImportanceReads:
+        """Every memory's importance on one 1–10 scale, by position (ADR 0060; `ensure()` first)."""
+        return ImportanceReads(self.read)
 
     @property
     def fact_search(self) -> FactSearch:

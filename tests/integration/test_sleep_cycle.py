@@ -216,3 +216,25 @@ def test_the_schedule_survives_a_rebuild_and_old_window_commands_still_work(
     engram.beings.clear_sleep_window("Ada")
     assert engram.sleep.mode("Ada").schedule["enabled"] is False
     assert engram.views.read.being(being)["sleep_start_hour"] is None
+
+
+def test_the_importance_ledger_puts_every_memory_on_one_scale(engram: Engram, being: UUID) -> None:
+    from engram.services.commands import FactInput
+
+    engram.messages.take("Ada", MessageInput(id="a", user="bob", text="hello there"))
+    engram.messages.take("Ada", MessageInput(id="b", user="bob", text="my mother died today", priority=9))
+    engram.facts.state("Ada", FactInput(subject="bob", text="Bob lives in Oslo", importance=2))
+    engram.views.ensure(names=["importance"])
+    reads = engram.views.importance
+    rows = reads.top(being, limit=5)
+    assert [(r["kind"], r["poignancy"], r["method"]) for r in rows] == [
+        ("message", 9, "heuristic"),
+        ("fact", 7, "given"),
+        ("message", 2, "heuristic"),
+    ]
+    assert reads.cumulative(being) == 18
+    first = min(r["position"] for r in rows)
+    assert reads.cumulative(being, after_position=first) == 16
+    engram.facts.state("Ada", FactInput(subject="bob", text="Bob lives in Oslo", importance=2))
+    engram.views.ensure(names=["importance"])
+    assert reads.cumulative(being) == 18 + 3  # restated: reinforced to importance 3 (poignancy 10)
