@@ -238,3 +238,34 @@ def test_the_importance_ledger_puts_every_memory_on_one_scale(engram: Engram, be
     engram.facts.state("Ada", FactInput(subject="bob", text="Bob lives in Oslo", importance=2))
     engram.views.ensure(names=["importance"])
     assert reads.cumulative(being) == 18 + 3  # restated: reinforced to importance 3 (poignancy 10)
+
+
+def test_a_running_worker_puts_a_scheduled_being_to_sleep_by_itself(
+    make_settings: Any, clock: SteppingClock
+) -> None:
+    import time
+
+    from engram.services.bootstrap import bootstrap
+    from engram.services.worker import Worker
+    from tests.support import SeededIds
+
+    engram = bootstrap(make_settings(sleep_interval_s=0.05), clock=clock, ids=SeededIds())
+    try:
+        _steps(engram, CountingStep("links", "dreaming", 2))
+        engram.beings.register("Ada")
+        engram.beings.set_sleep_schedule("Ada", start_hour=22, duration_hours=6, min_awake_ticks=0)
+        clock.current = NIGHT
+        worker = Worker(engram.views, names=["beings", "sleep"], sleep=engram.sleep.worker_round)
+        worker.start()
+        try:
+            deadline = time.monotonic() + 60
+            mode = engram.sleep.mode("Ada")
+            while mode.phase != "dreaming" and time.monotonic() < deadline:
+                time.sleep(0.1)
+                mode = engram.sleep.mode("Ada")
+        finally:
+            worker.stop()
+        assert mode.mode == "asleep" and mode.phase == "dreaming"
+        assert mode.recent[-1].event == "fell_asleep" and mode.recent[-1].reason == "schedule"
+    finally:
+        engram.close()
