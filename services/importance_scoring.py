@@ -111,6 +111,9 @@ class ImportanceStep:
         return views.importance
 
     def pending(self, being_id: UUID) -> int | None:
+        """The memories an LLM would score (None without an LLM: sleep will not score them)."""
+        if self.llm() is None:
+            return None
         return int(self._reads().llm_pending_count(being_id))
 
     def run(self, being_id: UUID, ctx: StepContext) -> StepResult:

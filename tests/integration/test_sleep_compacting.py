@@ -246,7 +246,9 @@ def test_without_an_llm_scoring_is_skipped_once_and_the_phase_completes(engram: 
     assert [(e.phase, e.step) for e in skips] == [("compacting", "importance")]
     assert any(isinstance(e, Sleep.PhaseChanged) and e.phase == "dreaming" for e in events)
     assert {r["method"] for r in _ledger(engram, being)} == {"heuristic"}
-    assert "consolidation" not in engram.sleep.mode("Ada").pending  # extraction skip recorded
+    pending = engram.sleep.mode("Ada").pending
+    assert "consolidation" not in pending  # the extraction skip is recorded: nothing left
+    assert "importance" not in pending  # no LLM: sleep will not score them
 
 
 # -- consolidation -------------------------------------------------------------------------------
