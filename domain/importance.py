@@ -9,6 +9,7 @@ it here, and only here.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 
 POIGNANCY_MIN = 1
@@ -83,7 +84,8 @@ _COMMITMENT_PHRASES = (
 )
 _URGENCY_WORDS = _words("urgent urgently asap immediately emergency critical")
 _URGENCY_PHRASES = ("right now", "help me")
-_WORD = re.compile(r"[a-z']+")
+# Words are what is left between spaces once punctuation and digits are spaces (faster than a regex).
+_TO_SPACE = str.maketrans(dict.fromkeys(string.punctuation.replace("'", "") + string.digits, " "))
 _DATE_OR_NUMBER = re.compile(
     r"\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2}[:.]\d{2}\b|\b\d{1,2}\s?(?:am|pm)\b|\b\d+(?:[.,]\d+)?\s?(?:%|€|\$|£|"
     r"eur|usd|kg|km|years?|months?|weeks?|days?|hours?)|[€$£]\s?\d|\b(?:tomorrow|tonight|yesterday|"
@@ -141,7 +143,7 @@ def _has(words: frozenset[str], lower: str, found: frozenset[str], phrases: tupl
 
 def text_features(text: str) -> TextFeatures:
     lower = text.lower()
-    found = frozenset(_WORD.findall(lower))
+    found = frozenset(lower.translate(_TO_SPACE).split())
     return TextFeatures(
         life_event=_has(_LIFE_EVENT_WORDS, lower, found, _LIFE_EVENT_PHRASES),
         emotion=_has(_EMOTION_WORDS, lower, found),
