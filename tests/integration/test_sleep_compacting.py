@@ -322,3 +322,29 @@ def test_a_tick_killed_between_steps_resumes_and_does_nothing_twice(
     assert len(llm.calls_for(IMPORTANCE_TASK)) == 1 and len(_scorings(engram)) == 1
     assert len(llm.calls_for(FACTS)) == 4
     assert engram.views.extraction.counts(being)["extracted"] == 4
+
+
+def test_engram_mode_shows_what_compacting_has_left_and_dream_works_it_off(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from engram.adapters.cli.main import cli
+
+    for name, value in (("DATA_DIR", str(tmp_path / "data")), ("EMBEDDER", "hashing"), ("LLM", "none")):
+        monkeypatch.setenv(f"ENGRAM_{name}", value)
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        return result.stdout
+
+    run("being", "create", "Ada")
+    for i in range(7):
+        run("message", "Ada", "--user", "bob", "--id", f"m{i}", "--text", f"I promise to call Anna ({i})")
+    scene_text = '{"action": "We walked home", "actors": ["me"], "when": ["2026-11-27"]}'
+    run("note", "Ada", "--scene", scene_text)
+    assert "pending: consolidation 9" in run("mode", "Ada")  # a note, 7 messages, a summary due
+    out = run("dream", "Ada")
+    assert "skipped importance: no LLM configured" in out and out.rstrip().endswith("now awake")
+    assert "pending" not in run("mode", "Ada")
