@@ -105,6 +105,18 @@ class ImportanceView(Projection):
         )
         self._put(batch, e, "node", score, "heuristic", sensitive=e.sensitive)
 
+    @handles(MemoryNode.AbsorbedNodes)
+    def _node_merged(self, batch: Batch, e: MemoryNode.AbsorbedNodes) -> None:
+        # A merge's survivor may become sensitive (never sent to an LLM from then on), and a given
+        # importance follows the survivor's (spec ❹'s consolidation bonus).
+        row = batch.importance_scores.get(batch.conn, str(e.originator_id))
+        if row is None:
+            return
+        changed = {**row, "sensitive": int(e.sensitive)}
+        if row["method"] == "given":
+            changed["poignancy"] = node_poignancy(e.importance)
+        batch.importance_scores.put(changed)
+
     @handles(Message.Received)
     def _message(self, batch: Batch, e: Message.Received) -> None:
         score = message_poignancy(text=e.text, role=e.role, urgent=e.urgent, priority=e.priority)

@@ -113,6 +113,23 @@ def test_the_ledger_scores_every_kind_of_memory_and_says_how(engram: Engram) -> 
     ]
 
 
+def test_a_merge_moves_the_survivors_given_score_with_its_importance(engram: Engram) -> None:
+    from engram.domain.importance import node_poignancy
+    from engram.domain.node import MemoryNode
+    from tests.patrol_support import merge_first_two
+
+    being = UUID(engram.beings.register("Ada").being_id)
+    for action in ("Walked the dog along the river", "Walked the dog, then painted a watercolor of tulips"):
+        engram.notes.take("Ada", NoteInput(text=scene(action, importance=0.45)))
+    engram.patrol("Ada", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    nodes = [r for r in _ledger(engram, being) if r["kind"] == "node"]
+    survivors = [engram.store.get(MemoryNode, UUID(r["id"])) for r in nodes]
+    [survivor] = [n for n in survivors if n.status != "dead"]
+    assert survivor.importance > 0.45  # the merge's bonus
+    score = {r["id"]: r["poignancy"] for r in nodes}
+    assert score[str(survivor.id)] == node_poignancy(survivor.importance) > node_poignancy(0.45)
+
+
 # -- the LLM's scores ----------------------------------------------------------------------------
 
 
