@@ -2,9 +2,13 @@
 `domain/importance.py`, by log position — what sleep's reflection adds up since its last run and
 picks its "recent important memories" from, and what pruning reads.
 
-`importance_scores`: one row per memory (node, fact of a being, message): its kind, the position and
-time it came in, its poignancy (1–10) and how it was scored (`given` by the caller or the statement,
-`heuristic`, `llm`).
+`importance_scores`: one row per memory (node, fact of a being, message, note other than a scene —
+a scene is its node): its kind, the position and time it came in, its poignancy (1–10) and how it was
+scored (`given` by the caller or the statement, `heuristic`, `llm`) with that method's version (the
+heuristic's, or the LLM prompt's), the LLM answers refused for it (`attempts`) and whether it is
+sensitive (never sent to an LLM). Heuristic scores are derived here from the intake events by the
+pure functions of `domain/importance.py` (ADR 0061): the view's `schema_version` moves with
+`HEURISTIC_VERSION`. LLM scores come from `ImportanceScoring.Scored` events only.
 """
 
 from __future__ import annotations
@@ -13,10 +17,20 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+from engram.domain.decay import DEFAULT_IMPORTANCE
 from engram.domain.fact import Fact
-from engram.domain.importance import fact_poignancy, message_poignancy, node_poignancy
+from engram.domain.importance import (
+    HEURISTIC_VERSION,
+    fact_poignancy,
+    message_poignancy,
+    node_poignancy,
+    note_poignancy,
+    scene_poignancy,
+)
+from engram.domain.importance_scoring import MAX_ATTEMPTS, ImportanceScoring
 from engram.domain.message import Message
 from engram.domain.node import MemoryNode
+from engram.domain.note import Note, NoteKind, Sensitivity
 from engram.projections.engine import Batch, Projection, handles
 from engram.projections.notes import utc_text
 from engram.projections.sql import Row
@@ -27,13 +41,19 @@ IMPORTANCE_SCORES = TableSpec(
     columns={
         "id": "id",  # the memory's id
         "being_id": "id",
-        "kind": "text",  # node | fact | message
+        "kind": "text",  # node | fact | message | note
         "position": "int",  # where it came in
         "at": "text",
         "poignancy": "int",  # 1-10
         "method": "text",  # given | heuristic | llm
+        "version": "text",  # the heuristic's version, or the LLM prompt's; None when given
+        "attempts": "int",  # LLM answers refused for it (at MAX_ATTEMPTS it keeps its heuristic)
+        "sensitive": "int",  # 1: never sent to an LLM
     },
-    indexes=(Index("being", ("being_id", "position")),),
+    indexes=(
+        Index("being", ("being_id", "position")),
+        Index("llm_pending", ("being_id", "method", "position")),
+    ),
 )
 
 VIEW = "importance"
@@ -41,10 +61,12 @@ VIEW = "importance"
 
 class ImportanceView(Projection):
     name = VIEW
-    schema_version = 1
+    schema_version = 2  # 2: heuristic-2 features, notes, scenes scored heuristically, LLM scores
     tables = (IMPORTANCE_SCORES,)
 
-    def _put(self, batch: Batch, e: Any, kind: str, poignancy: int, method: str) -> None:
+    def _put(
+        self, batch: Batch, e: Any, kind: str, poignancy: int, method: str, *, sensitive: bool = False
+    ) -> None:
         batch.importance_scores.put(
             {
                 "id": str(e.originator_id),
@@ -54,22 +76,74 @@ class ImportanceView(Projection):
                 "at": utc_text(e.timestamp),
                 "poignancy": poignancy,
                 "method": method,
+                "version": HEURISTIC_VERSION if method == "heuristic" else None,
+                "attempts": 0,
+                "sensitive": int(sensitive),
             }
         )
 
-    def _rescore(self, batch: Batch, memory_id: UUID, poignancy: int, method: str) -> None:
+    def _rescore(
+        self, batch: Batch, memory_id: UUID | str, poignancy: int, method: str, version: str | None = None
+    ) -> None:
         row = batch.importance_scores.get(batch.conn, str(memory_id))
         if row is not None:
-            batch.importance_scores.put({**row, "poignancy": poignancy, "method": method})
+            batch.importance_scores.put({**row, "poignancy": poignancy, "method": method, "version": version})
 
     @handles(MemoryNode.Created)
     def _node(self, batch: Batch, e: MemoryNode.Created) -> None:
-        self._put(batch, e, "node", node_poignancy(e.importance), "given")
+        # The event does not say whether the caller gave the importance: the default (0.5) is taken
+        # as not given, and the scene is scored by its features (its decay still starts from 0.5).
+        if e.importance != DEFAULT_IMPORTANCE:
+            self._put(batch, e, "node", node_poignancy(e.importance), "given", sensitive=e.sensitive)
+            return
+        scene = e.scene
+        text = " ".join(
+            [str(scene.get("action", "")), e.feeling, *(str(d) for d in scene.get("dialogue") or [])]
+        )
+        score = scene_poignancy(
+            text=text, emotion=e.emotion, actors=len(scene.get("actors") or []), themes=len(e.themes)
+        )
+        self._put(batch, e, "node", score, "heuristic", sensitive=e.sensitive)
+
+    @handles(MemoryNode.AbsorbedNodes)
+    def _node_merged(self, batch: Batch, e: MemoryNode.AbsorbedNodes) -> None:
+        # A merge's survivor may become sensitive (never sent to an LLM from then on), and a given
+        # importance follows the survivor's (spec ❹'s consolidation bonus).
+        row = batch.importance_scores.get(batch.conn, str(e.originator_id))
+        if row is None:
+            return
+        changed = {**row, "sensitive": int(e.sensitive)}
+        if row["method"] == "given":
+            changed["poignancy"] = node_poignancy(e.importance)
+        batch.importance_scores.put(changed)
 
     @handles(Message.Received)
     def _message(self, batch: Batch, e: Message.Received) -> None:
         score = message_poignancy(text=e.text, role=e.role, urgent=e.urgent, priority=e.priority)
         self._put(batch, e, "message", score, "heuristic")
+
+    @handles(Note.Noted)
+    def _note(self, batch: Batch, e: Note.Noted) -> None:
+        if e.kind == NoteKind.SCENE.value:
+            return  # a scene is a memory as its node
+        score = note_poignancy(kind=e.kind, text=e.text)
+        self._put(batch, e, "note", score, "heuristic", sensitive=e.sensitivity == Sensitivity.SENSITIVE)
+
+    @handles(ImportanceScoring.Scored)
+    def _llm_scored(self, batch: Batch, e: ImportanceScoring.Scored) -> None:
+        for memory_id, score in e.scores.items():
+            self._rescore(batch, memory_id, score, "llm", e.prompt_version)
+        self._refused(batch, e.missing)
+
+    @handles(ImportanceScoring.Refused)
+    def _llm_refused(self, batch: Batch, e: ImportanceScoring.Refused) -> None:
+        self._refused(batch, e.memory_ids)
+
+    def _refused(self, batch: Batch, memory_ids: Sequence[str]) -> None:
+        for memory_id in memory_ids:
+            row = batch.importance_scores.get(batch.conn, memory_id)
+            if row is not None and row["method"] == "heuristic":
+                batch.importance_scores.put({**row, "attempts": int(row["attempts"]) + 1})
 
     @handles(Fact.Stated)
     def _fact(self, batch: Batch, e: Fact.Stated) -> None:
@@ -112,6 +186,22 @@ class ImportanceReads:
             [str(being_id), int(after_position)],
             f"ORDER BY poignancy DESC, position DESC LIMIT {int(limit)}",
         )
+
+    _LLM_PENDING = "being_id = ? AND method = 'heuristic' AND sensitive = 0 AND attempts < ?"
+
+    def llm_pending(self, being_id: UUID, *, limit: int) -> list[Row]:
+        """The being's memories still scored by the heuristic that an LLM may score, oldest first."""
+        return self._select(
+            self._LLM_PENDING, [str(being_id), MAX_ATTEMPTS], f"ORDER BY position LIMIT {int(limit)}"
+        )
+
+    def llm_pending_count(self, being_id: UUID) -> int:
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT COUNT(*) AS n FROM {tables['importance_scores']} WHERE {self._LLM_PENDING}",
+                [str(being_id), MAX_ATTEMPTS],
+            )
+        return int(rows[0]["n"]) if rows else 0
 
     def score(self, memory_id: UUID | str) -> Row | None:
         rows = self._select("id = ?", [str(memory_id)])

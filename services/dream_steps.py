@@ -17,5 +17,8 @@ if TYPE_CHECKING:
 
 
 def build_steps(engram: Engram) -> list[DreamStep]:
+    from engram.services.consolidation_wiring import consolidation_step, importance_step
+
     steps: list[DreamStep] = []
+    steps += [importance_step(engram), consolidation_step(engram)]  # compacting (ADR 0061)
     return steps
