@@ -18,4 +18,9 @@ if TYPE_CHECKING:
 
 def build_steps(engram: Engram) -> list[DreamStep]:
     steps: list[DreamStep] = []
+    # Entity profiles and reflection (ADR 0064, 0065), after the links steps.
+    from engram.services.entity_profiles import EntityConsolidation, EntityObservations
+    from engram.services.reflection import ReflectionStep
+
+    steps += [EntityObservations(engram), EntityConsolidation(engram), ReflectionStep(engram)]
     return steps
