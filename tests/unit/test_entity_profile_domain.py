@@ -102,7 +102,10 @@ def test_attributes_are_bounded() -> None:
 def test_a_profile_records_a_batch_once_and_folds_once() -> None:
     p = EntityProfile.start(BEING, "person:mina", AT)
     assert p.id == profile_id_for(BEING, "person:mina")
-    obs = [observation("message", "m1", "thanks!", "t", 5), observation("fact", "f1", "Mina is a nurse", "t", 7)]
+    obs = [
+        observation("message", "m1", "thanks!", "t", 5),
+        observation("fact", "f1", "Mina is a nurse", "t", 7),
+    ]
     assert p.observe(obs, [1.0], 7, AT)
     assert not p.observe(obs, [1.0], 7, AT)  # the same batch again: nothing
     assert (p.observed, p.interaction_count, p.unfolded) == (2, 1, 2)
