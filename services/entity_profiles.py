@@ -5,7 +5,7 @@ reads of the profiles.
   `ObservationCursor`, a bounded batch per tick, become observations of the entities they name (a
   fact's entity refs and subject; a user's message, of `person:<user>`), merges followed; a user's
   messages are interactions and move the favorability (`domain.entity_profile.favorability_after`).
-  The profiles and the cursor are saved in one transaction: a re-run tick finds the batch done.
+  A fact's subject that is a user id is the person `person:<user>`. The profiles and the cursor are saved in one transaction: a re-run tick finds the batch done.
 - `entity_consolidation` (LLM): a few profiles per tick whose observations the attributes do not hold
   yet are folded into attributes; the validated answer, model, prompt version and capped answer are
   recorded, a bad answer is recorded as refused and asked again next tick. Skipped without an LLM.
@@ -35,6 +35,7 @@ from engram.domain.entity_profile import (
     valence,
 )
 from engram.domain.errors import InvalidInput
+from engram.domain.fact import LORE_SUBJECT
 from engram.projections.facts import FACTS
 from engram.services.beings import resolve_being_id
 from engram.services.dream_prompts import (
@@ -135,11 +136,13 @@ class EntityObservations:
         elif row["status"] == "active":
             refs.extend(json.loads(row["entity_refs_json"] or "[]"))
             subject = str(row["subject"] or "")
-            if subject in users:
-                refs.append(users[subject])
-            elif ":" in subject:
+            if ":" in subject:
                 with contextlib.suppress(InvalidInput):
                     refs.append(check_entity_ref(subject))
+            elif subject and subject != LORE_SUBJECT:  # a user id (spec 004): that person
+                ref = users.get(subject) or person_ref(subject)
+                if ref is not None:
+                    refs.append(ref)
         return list(dict.fromkeys(_resolve(r, aliases) for r in refs))
 
     def run(self, being_id: UUID, ctx: StepContext) -> StepResult:
