@@ -5,7 +5,8 @@ reads of the profiles.
   `ObservationCursor`, a bounded batch per tick, become observations of the entities they name (a
   fact's entity refs and subject; a user's message, of `person:<user>`), merges followed; a user's
   messages are interactions and move the favorability (`domain.entity_profile.favorability_after`).
-  A fact's subject that is a user id is the person `person:<user>`. The profiles and the cursor are saved in one transaction: a re-run tick finds the batch done.
+  A fact's subject that is a user id is the person `person:<user>`. The profiles and the cursor are
+  saved in one transaction: a re-run tick finds the batch done.
 - `entity_consolidation` (LLM): a few profiles per tick whose observations the attributes do not hold
   yet are folded into attributes; the validated answer, model, prompt version and capped answer are
   recorded, a bad answer is recorded as refused and asked again next tick. Skipped without an LLM.

@@ -18,9 +18,9 @@ from engram.adapters.http.fact_routes import facts, spaces_admin
 from engram.adapters.http.fact_search_routes import fact_search
 from engram.adapters.http.message_routes import messages
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
+from engram.adapters.http.profile_routes import profile_routes
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.adapters.http.sleep_routes import sleep_routes
-from engram.adapters.http.profile_routes import profile_routes
 from engram.services.bootstrap import Engram
 from engram.services.errors import ConsistencyTimeout
 from engram.services.tokens import DEV_ADMIN, TokenService
