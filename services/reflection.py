@@ -115,7 +115,11 @@ class ReflectionStep:
                 out.append(f"{m['user_id'] if m['role'] == 'user' else 'I'}: {m['text']}" if m else "")
             else:
                 node = views.read.node(being_id, UUID(i))
-                out.append(" — ".join(p for p in (node["action"], node["feeling"]) if p) if node else "")
+                # A sensitive node is never shown to a model (ADR 0046): it is left out of the sources.
+                if node is None or node.get("sensitive"):
+                    out.append("")
+                else:
+                    out.append(" — ".join(p for p in (node["action"], node["feeling"]) if p))
         return out
 
     def run(self, being_id: UUID, ctx: StepContext) -> StepResult:

@@ -213,3 +213,19 @@ def test_profile_reads_refuse_bad_refs_and_say_when_there_is_none(engram: Engram
     assert bad.value.details["field"] == "ref"
     with pytest.raises(NotFound):
         engram.profiles.profile("Aria", "person:nobody")
+
+
+def test_a_long_lived_profile_loads_from_its_snapshot(engram: Engram, clock: Any) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    step = EntityObservations(engram)
+    ctx = StepContext(now=clock.now(), mode=Any, phase="dreaming", llm_available=False)  # type: ignore[arg-type]
+    for i in range(51):
+        chat(engram, "Aria", "mina", [("user", f"thanks for message {i}")], prefix=f"n{i}-")
+        assert step.run(being_id, ctx).done == 1
+    pid = profile_id_for(being_id, "person:mina")
+    snapshots = list(engram.store.log.app.snapshots.get(pid)) if engram.store.log.app.snapshots else []
+    assert snapshots, "a profile gains a snapshot every 50 events"
+    engram.store.cache.clear()
+    loaded = engram.store.get(EntityProfile, pid)
+    assert loaded.interaction_count == 51 and len(loaded.observations) == 20
+    assert loaded.favorability == pytest.approx(favorability_after(0.0, [1.0] * 51))
