@@ -50,6 +50,7 @@ from engram.services.dream_prompts import (
     texts_problem,
 )
 from engram.services.errors import NotFound
+from engram.services.fact_search import resolve_ref
 from engram.services.sleep import StepContext, StepResult
 
 if TYPE_CHECKING:
@@ -73,14 +74,6 @@ class Item:
 
 def _marks(values: Sequence[Any]) -> str:
     return ", ".join("?" for _ in values)
-
-
-def _resolve(ref: str, aliases: dict[str, str]) -> str:
-    seen = {ref}
-    while ref in aliases and aliases[ref] not in seen:
-        ref = aliases[ref]
-        seen.add(ref)
-    return ref
 
 
 def person_ref(user: str) -> str | None:
@@ -144,7 +137,7 @@ class EntityObservations:
                 ref = users.get(subject) or person_ref(subject)
                 if ref is not None:
                     refs.append(ref)
-        return list(dict.fromkeys(_resolve(r, aliases) for r in refs))
+        return list(dict.fromkeys(resolve_ref(r, aliases) for r in refs))
 
     def run(self, being_id: UUID, ctx: StepContext) -> StepResult:
         cursor = self._cursor(being_id)
@@ -361,7 +354,7 @@ class EntityProfiles:
         asked = check_entity_ref(ref, "ref")
         being_id = self._ready(being_ref)
         aliases = self.e.views.facts.aliases(self.e.views.facts.owners(being_id))
-        target = _resolve(asked, aliases)
+        target = resolve_ref(asked, aliases)
         row = self.e.views.profiles.profile(being_id, target)
         if row is None:
             raise NotFound(f"no profile of {asked} yet: profiles are built while the being dreams")

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
-import pytest
+from engram.services.bootstrap import Engram
+from tests.integration import test_fact_extraction
 
-from engram.services.bootstrap import Engram, bootstrap
-from engram.services.config import Settings
-from tests.patrol_support import ScriptedLLM
-from tests.support import SeededIds, SteppingClock
-
-
-@pytest.fixture
-def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
-    opened: list[Engram] = []
-
-    def make(llm: ScriptedLLM | None, **settings: Any) -> Engram:
-        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
-        opened.append(e)
-        return e
-
-    yield make
-    for e in opened:
-        e.close()
+with_llm = test_fact_extraction.with_llm  # the fixture: an engram with a scripted LLM
 
 
 def only_steps(engram: Engram, *steps: Any) -> None:

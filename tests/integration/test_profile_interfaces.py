@@ -5,35 +5,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
-from click.testing import CliRunner
 from mcp.server.mcpserver.exceptions import ToolError
 
-from engram.adapters.cli.main import cli
-from engram.adapters.mcp.server import EngramSession, build_server
+from engram.adapters.mcp.server import EngramSession
 from engram.services.bootstrap import bootstrap
 from engram.services.commands import FactInput
 from engram.services.config import Settings
+from tests.integration import test_sleep_cli
+from tests.integration.test_note_lifecycle_mcp import _call
 
-
-@pytest.fixture
-def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
-    monkeypatch.setenv("ENGRAM_LLM", "none")
-    runner = CliRunner()
-
-    def invoke(*args: str, ok: bool = True) -> tuple[int, str, str]:
-        result = runner.invoke(cli, list(args), catch_exceptions=False)
-        if ok:
-            assert result.exit_code == 0, result.stderr
-        return result.exit_code, result.stdout, result.stderr
-
-    return invoke
+run = test_sleep_cli.run  # the fixture: the CLI on a fresh data directory
 
 
 def test_a_user_reads_profiles_and_reflections(run: Any) -> None:
@@ -94,13 +78,6 @@ def session(make_settings: Callable[..., Settings]) -> Iterator[EngramSession]:
     opened = EngramSession(lambda: bootstrap(settings), "Aria")
     yield opened
     opened.close()
-
-
-def _call(session: EngramSession, tool: str, arguments: dict[str, Any]) -> Any:
-    async def call() -> Any:
-        return await build_server(session).call_tool(tool, arguments)
-
-    return anyio.run(call)
 
 
 def test_the_mcp_tool_reads_the_servers_being_only(session: EngramSession) -> None:
