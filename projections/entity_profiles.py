@@ -189,7 +189,12 @@ class ProfileReads:
         )
 
     def unfolded_count(self, being_id: UUID) -> int:
-        return len(self.unfolded(being_id, 100_000))
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT COUNT(*) AS n FROM {tables['entity_profiles']} WHERE being_id = ? AND observed > folded",
+                [str(being_id)],
+            )
+        return int(rows[0]["n"]) if rows else 0
 
     def reflections(self, being_id: UUID, limit: int = 100) -> list[dict[str, Any]]:
         rows = self._select(

@@ -121,12 +121,13 @@ class EntityObservations:
         items, more = self._items(being_id, cursor.position if cursor else 0, 1000)
         return len(items) + (1 if more else 0)
 
-    def _refs(self, item: Item, users: dict[str, str], aliases: dict[str, str]) -> list[str]:
+    def _refs(self, item: Item, aliases: dict[str, str]) -> list[str]:
         row = item.row
         refs: list[str] = []
         if item.kind == "message":
-            if row["role"] == "user" and row["user_id"] in users:
-                refs.append(users[row["user_id"]])
+            ref = person_ref(str(row["user_id"])) if row["role"] == "user" else None
+            if ref is not None:
+                refs.append(ref)
         elif row["status"] == "active":
             refs.extend(json.loads(row["entity_refs_json"] or "[]"))
             subject = str(row["subject"] or "")
@@ -134,7 +135,7 @@ class EntityObservations:
                 with contextlib.suppress(InvalidInput):
                     refs.append(check_entity_ref(subject))
             elif subject and subject != LORE_SUBJECT:  # a user id (spec 004): that person
-                ref = users.get(subject) or person_ref(subject)
+                ref = person_ref(subject)
                 if ref is not None:
                     refs.append(ref)
         return list(dict.fromkeys(resolve_ref(r, aliases) for r in refs))
@@ -146,20 +147,10 @@ class EntityObservations:
             return StepResult()
         views = self.e.views
         aliases = views.facts.aliases(views.facts.owners(being_id))
-        users: dict[str, str] = {}
-        for c in views.conversations.conversations(being_id, limit=100_000):
-            ref = person_ref(str(c["user_id"]))
-            if ref is not None:
-                users[str(c["user_id"])] = ref
-        for item in items:  # a message's user may have no conversation row yet in a lagging view
-            if item.kind == "message" and item.row["user_id"] not in users:
-                ref = person_ref(str(item.row["user_id"]))
-                if ref is not None:
-                    users[str(item.row["user_id"])] = ref
         seen: dict[str, list[dict[str, Any]]] = {}
         valences: dict[str, list[float]] = {}
         for item in items:
-            for ref in self._refs(item, users, aliases):
+            for ref in self._refs(item, aliases):
                 text = str(item.row["text"])
                 at = str(item.row["at"] if item.kind == "message" else item.row["updated_at"])
                 seen.setdefault(ref, []).append(
