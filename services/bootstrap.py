@@ -31,6 +31,7 @@ from engram.services.views import Views
 
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
+    from engram.services.entity_profiles import EntityProfiles
     from engram.services.fact_capacity import FactCapacity
     from engram.services.fact_extraction import FactExtraction
     from engram.services.fact_search import FactSearching
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from engram.services.pack import Packing
     from engram.services.patrol.run import PatrolProgress, PatrolReport
     from engram.services.reading import Reading
+    from engram.services.reflection import ReflectionReads
     from engram.services.sessions import Sessions
     from engram.services.sleep import DreamStep, SleepCycle
     from engram.services.spaces import SpaceCommands
@@ -194,6 +196,20 @@ class Engram:
         from engram.services.dream_steps import build_steps
 
         return build_steps(self)
+
+    @cached_property
+    def profiles(self) -> EntityProfiles:
+        """Entity profiles built while dreaming (ADR 0064)."""
+        from engram.services.entity_profiles import EntityProfiles
+
+        return EntityProfiles(self)
+
+    @cached_property
+    def reflections(self) -> ReflectionReads:
+        """The being's reflections and the importance gathered towards the next (ADR 0065)."""
+        from engram.services.reflection import ReflectionReads
+
+        return ReflectionReads(self)
 
     @cached_property
     def nodes(self) -> NodeCommands:

@@ -21,4 +21,9 @@ def build_steps(engram: Engram) -> list[DreamStep]:
 
     steps: list[DreamStep] = []
     steps += [importance_step(engram), consolidation_step(engram)]  # compacting (ADR 0061)
+    # Entity profiles and reflection (ADR 0064, 0065), after the links steps.
+    from engram.services.entity_profiles import EntityConsolidation, EntityObservations
+    from engram.services.reflection import ReflectionStep
+
+    steps += [EntityObservations(engram), EntityConsolidation(engram), ReflectionStep(engram)]
     return steps

@@ -26,6 +26,7 @@ from engram.projections.beings import BeingsView
 from engram.projections.conversation_queries import ConversationReads
 from engram.projections.conversations import ConversationsView
 from engram.projections.engine import EventSource, Projection, ViewMemo, holds
+from engram.projections.entity_profiles import ProfileReads, ProfilesView
 from engram.projections.extraction import ExtractionReads, ExtractionView
 from engram.projections.fact_queries import FactReads
 from engram.projections.fact_search import FactSearch, FactSearchView
@@ -126,6 +127,7 @@ class Views:
                 self.fact_search_view,
                 SleepView(),
                 ImportanceView(),
+                ProfilesView(),
                 *extra,
             )
         }
@@ -186,6 +188,11 @@ class Views:
     def importance(self) -> ImportanceReads:
         """Every memory's importance on one 1–10 scale, by position (ADR 0060; `ensure()` first)."""
         return ImportanceReads(self.read)
+
+    @property
+    def profiles(self) -> ProfileReads:
+        """Entity profiles and reflections (ADR 0064, 0065; call `ensure()` first)."""
+        return ProfileReads(self.read)
 
     @property
     def fact_search(self) -> FactSearch:

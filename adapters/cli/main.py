@@ -578,3 +578,8 @@ def _exit_now(code: str | int | None) -> None:
         with contextlib.suppress(OSError):  # a reader that left (`engram log | head`): nothing to deliver
             stream.flush()
     os._exit(code or 0)
+
+
+from engram.adapters.cli import profile_cmds as _profiles  # noqa: E402
+
+_profiles.register(cli, command)  # `engram entities profile`, `engram reflections` (ADR 0064, 0065)

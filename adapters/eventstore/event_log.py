@@ -27,6 +27,7 @@ from engram.adapters.eventstore.transcodings import (
 from engram.adapters.storage_full import is_storage_full, postgres_storage, reported_as_storage_full
 from engram.domain.being import Being
 from engram.domain.conversation import Conversation
+from engram.domain.entity_profile import EntityProfile, ObservationCursor
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
 
@@ -140,6 +141,10 @@ class EventLog(Application[UUID]):
         PatrolRun: 200,
         MemoryNode: 10,
         Conversation: 100,
+        # A profile gains an event per dreaming tick that observed its entity; the cursor one per
+        # tick that found something new (ADR 0064).
+        EntityProfile: 50,
+        ObservationCursor: 100,
     }
 
     @cached_property

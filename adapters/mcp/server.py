@@ -496,6 +496,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.fact_search_tools import register_fact_search_tools
 
     register_fact_search_tools(server, session)  # search_facts, prompt_slice (ADR 0059)
+    from engram.adapters.mcp.profile_tools import register_profile_tools
+
+    register_profile_tools(server, session)  # entity_profile (ADR 0064)
     return server
 
 

@@ -806,6 +806,24 @@ def test_sleep_over_the_wire(world: World) -> None:
     assert c.post("/v1/beings/Sol/dream", json={"ticks": 0}).status_code == 422
 
 
+def test_profiles_and_reflections_over_the_wire(world: World) -> None:
+    """Entity profiles and reflections (ADR 0064, 0065): built by dream ticks, read by ref (an alias
+    reads as its entity), listed; a bad ref answers 422, an unknown one 404."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Pia"}), 201)
+    _ok(c.post("/v1/beings/Pia/facts", json={"subject": "mina", "text": "Mina keeps bees"}), 201)
+    _ok(c.post("/v1/beings/Pia/dream", json={"ticks": 3}))
+    listed = _ok(c.get("/v1/beings/Pia/profiles"))
+    assert [p["ref"] for p in listed] == ["person:mina"]
+    mina = _ok(c.get("/v1/beings/Pia/profiles/person:mina"))
+    assert mina["observations"][0]["text"] == "Mina keeps bees"
+    assert mina["relationship"]["state"] == "stranger"
+    assert c.get("/v1/beings/Pia/profiles/Mina!").status_code == 422
+    assert c.get("/v1/beings/Pia/profiles/person:nobody").status_code == 404
+    found = _ok(c.get("/v1/beings/Pia/reflections"))
+    assert found["reflections"] == [] and found["threshold"] == 150 and found["gathered"] > 0
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

@@ -60,6 +60,7 @@ TOOLS = {
     "extract_facts",  # ADR 0058
     "search_facts",  # ADR 0059
     "prompt_slice",
+    "entity_profile",  # ADR 0064
 }
 
 
