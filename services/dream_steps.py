@@ -18,4 +18,7 @@ if TYPE_CHECKING:
 
 def build_steps(engram: Engram) -> list[DreamStep]:
     steps: list[DreamStep] = []
+    from engram.services.dream_tidying import tidying_steps
+
+    steps += tidying_steps(engram)  # pruning, stale conversations, compaction; awake: emergency (0066, 0067)
     return steps
