@@ -496,6 +496,11 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.fact_search_tools import register_fact_search_tools
 
     register_fact_search_tools(server, session)  # search_facts, prompt_slice (ADR 0059)
+    from engram.adapters.mcp.sleep_tools import add_sleep_tools
+
+    add_sleep_tools(
+        server, session
+    )  # noop, add_journal_entry, review_journal, mode, wake; asleep: only those
     return server
 
 
