@@ -202,6 +202,9 @@ class CompactionStep:
         return len(self._candidates(being_id)) or None
 
     def run(self, being_id: UUID, ctx: StepContext) -> StepResult:
+        if not ctx.llm_available and self.phase == "awake":
+            # awake, nothing records the skip: spare every being's 5-second tick the reads
+            return StepResult(skipped="no LLM configured")
         candidates = self._candidates(being_id)
         if not candidates:
             return StepResult()
