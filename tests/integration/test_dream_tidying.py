@@ -259,3 +259,26 @@ def test_the_emergency_compaction_runs_awake_past_80_percent_only(
     assert compaction is not None and compaction.upto == 6
     done = [e for e in engram.store.events(compaction.id) if isinstance(e, Compaction.Compacted)]
     assert [e.trigger for e in done] == ["emergency"]
+
+
+def test_a_tick_killed_between_the_extraction_and_the_synthesis_resumes_without_repeating(
+    with_llm: Callable[..., Engram],
+) -> None:
+    killed = RuntimeError("the process was killed")
+    llm = ScriptedLLM(
+        {EXTRACT: {"facts": []}, COMPACTION_TASK: [killed, {"synthesis": SYNTHESIS}]}, fallback={}
+    )
+    engram = with_llm(llm, context_token_budget=BUDGET)
+    being = UUID(engram.beings.register("Aria").being_id)
+    _steps(engram, "compaction")
+    chat(engram, "Aria", "lena", _lines(8))
+    engram.sleep.sleep("Aria")
+    assert engram.sleep.tick("Aria").phase == "dreaming"  # nothing to compact first
+    first = engram.sleep.tick("Aria")
+    assert "compaction" in first.errors and _compaction(engram, being) is None
+    assert llm.tasks().count(EXTRACT) == 3
+    engram.sleep.tick("Aria")
+    assert llm.tasks().count(EXTRACT) == 3  # the part's messages were read once
+    compaction = _compaction(engram, being)
+    assert compaction is not None and compaction.upto == 5
+    assert [type(e).__name__ for e in engram.store.events(compaction.id)] == ["Started", "Compacted"]
