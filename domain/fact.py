@@ -90,6 +90,7 @@ class FactStatus(StrEnum):
 class ArchiveReason(StrEnum):
     MANUAL = "manual"
     CAPACITY = "capacity"  # more than the active facts a subject keeps (80; 120 lore lines)
+    PRUNING = "pruning"  # dreaming: old, unimportant, never restated nor pinned (ADR 0066)
 
 
 def _enum(cls: type[StrEnum], value: Any, field: str) -> Any:

@@ -46,15 +46,14 @@ class ConversationReads:
             params.append(str(being_id))
         return self._select(CONVERSATIONS, where, params, f"ORDER BY position LIMIT {int(limit)}")
 
-    def idle(self, received_before: str, limit: int = 500) -> list[Row]:
+    def idle(self, received_before: str, limit: int = 500, *, being_id: UUID | None = None) -> list[Row]:
         """Conversations whose open session's latest message arrived before `received_before`
-        (utc_text): the worker closes those sessions."""
-        return self._select(
-            CONVERSATIONS,
-            "open_session_id IS NOT NULL AND last_received < ?",
-            [received_before],
-            f"ORDER BY last_received LIMIT {int(limit)}",
-        )
+        (utc_text): the worker closes those sessions (only `being_id`'s when given: sleep's step)."""
+        where, params = "open_session_id IS NOT NULL AND last_received < ?", [received_before]
+        if being_id is not None:
+            where += " AND being_id = ?"
+            params.append(str(being_id))
+        return self._select(CONVERSATIONS, where, params, f"ORDER BY last_received LIMIT {int(limit)}")
 
     # -- sessions -----------------------------------------------------------------------------
 

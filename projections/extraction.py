@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -113,6 +114,20 @@ class ExtractionReads:
                 f"LEFT JOIN {tables['extraction_beings']} b ON b.id = m.being_id "
                 f"WHERE {where} ORDER BY m.position LIMIT {int(limit)}",
                 params,
+            )
+        return [dict(r) for r in rows]
+
+    def unsettled(self, being_id: UUID, message_ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Of `message_ids`, the being's messages extraction has still to read (pending, whatever the
+        skip cursor, or failed with attempts left), oldest first: what compaction extracts first."""
+        if not message_ids:
+            return []
+        marks = ", ".join("?" for _ in message_ids)
+        with self.read.reading(VIEW) as (conn, tables):
+            rows = conn.query(
+                f"SELECT * FROM {tables['extraction_messages']} WHERE being_id = ? AND id IN ({marks}) "
+                "AND (state = 'pending' OR (state = 'failed' AND attempts < ?)) ORDER BY position",
+                [str(being_id), *message_ids, MAX_ATTEMPTS],
             )
         return [dict(r) for r in rows]
 

@@ -247,6 +247,27 @@ class Settings(EnvSettings):
     patrol_check_s: float = Field(30.0, gt=0, description="How often the worker looks for beings to patrol.")
     auto_patrol: bool = Field(True, description="Whether `engram worker` patrols beings by itself.")
 
+    # Dreaming: pruning and context compaction (issue #12, ADRs 0066, 0067)
+    prune_after_days: float = Field(
+        30.0,
+        gt=0,
+        le=36_525,
+        description="Dreaming archives a being's low-importance facts untouched for this many days.",
+    )
+    prune_max_poignancy: int = Field(
+        1,
+        ge=1,
+        le=10,
+        description="…whose importance on the 1-10 scale is at most this (1: a fact of importance 0).",
+    )
+    context_token_budget: int = Field(
+        8000,
+        ge=200,
+        le=2_000_000,
+        description="A session's history is compacted past 70% of this many tokens while the being "
+        "sleeps, past 80% while it is awake (tokens estimated offline, ADR 0067).",
+    )
+
     command_retries: int = Field(
         5, ge=1, le=50, description="Attempts on an optimistic-concurrency conflict."
     )

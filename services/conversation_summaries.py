@@ -107,10 +107,10 @@ class ConversationSummaries:
             log.info("conversation summaries", **report.as_dict())
         return report
 
-    def close_idle(self, now: datetime) -> int:
+    def close_idle(self, now: datetime, *, being_id: UUID | None = None, limit: int = 500) -> int:
         """Close the open sessions no message reached for the session gap before `now` (recorded in
-        each `SessionClosed` as `seen_at`); how many closed."""
-        rows = self.reads().idle(utc_text(now - self.session_gap))
+        each `SessionClosed` as `seen_at`), of every being or of `being_id` only; how many closed."""
+        rows = self.reads().idle(utc_text(now - self.session_gap), limit, being_id=being_id)
         by_being: dict[str, list[UUID]] = defaultdict(list)
         for row in rows:
             by_being[row["being_id"]].append(UUID(row["id"]))

@@ -26,4 +26,7 @@ def build_steps(engram: Engram) -> list[DreamStep]:
     from engram.services.reflection import ReflectionStep
 
     steps += [EntityObservations(engram), EntityConsolidation(engram), ReflectionStep(engram)]
+    from engram.services.dream_tidying import tidying_steps
+
+    steps += tidying_steps(engram)  # pruning, stale conversations, compaction; awake: emergency (0066, 0067)
     return steps

@@ -15,7 +15,7 @@ being, that extraction was skipped up to the newest pending message (`Extraction
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 from uuid import UUID
@@ -314,6 +314,20 @@ class FactExtraction:
             # Failed messages come back at most MAX_ATTEMPTS times; a round of failures only ends it.
             if done == 0 or report.skipped or report.failed == done:
                 return total
+
+    def extract_messages(self, being_id: UUID, message_ids: Sequence[str], *, limit: int) -> tuple[int, int]:
+        """Extract from those of `message_ids` not read yet, at most `limit` of them (compaction's
+        pre-compaction extraction, ADR 0067); returns (read now, still to read). Without an LLM it
+        reads nothing."""
+        llm = self.llm()
+        self.catch_up()
+        rows = self.reads().unsettled(being_id, message_ids)
+        if llm is None:
+            return 0, len(rows)
+        report = ExtractionReport()
+        for row in rows[:limit]:
+            self._message(llm, row, report)
+        return min(limit, len(rows)), max(0, len(rows) - limit)
 
     # -- one message ----------------------------------------------------------------------------
 

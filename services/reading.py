@@ -446,6 +446,20 @@ class Reading:
 
     # -- context -------------------------------------------------------------------------------
 
+    def _conversation(self, being_id: UUID, being: str, user: str) -> ConversationContext:
+        """What a context adds for `user`, with their latest session's compacted history (ADR 0067)."""
+        from engram.services.dream_compaction import render_history, user_history
+
+        history = user_history(self.e.store, self.e.views.conversations, being_id, user)
+        compacted = history if history is not None and history.synthesis else None
+        return conversation_context(
+            self.e.views.conversations,
+            being_id,
+            user,
+            compacted.as_dict() if compacted else None,
+            render_history(compacted, being) if compacted else None,
+        )
+
     def context(self, being_ref: str, user: str | None = None) -> ContextView:
         """The spec's three blocks: 1-A (system prompt), 1-B (snapshot, also as a prefix message
         pair) and 2-B (recent memories), as data and rendered; with `user`, where the conversation
@@ -502,7 +516,7 @@ class Reading:
             }
             for r in recent
         ]
-        conversation = conversation_context(self.e.views.conversations, being_id, user) if user else None
+        conversation = self._conversation(being_id, str(being["name"]), user) if user else None
         system_text = render_system_prompt(system_prompt)
         snapshot_text = render_snapshot(snapshot)
         recent_text = render_recent(recent_nodes)

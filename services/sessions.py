@@ -101,7 +101,12 @@ class ConversationContext(BaseModel):
     spine: dict[str, list[str]] | None = Field(
         description="The current summary spine (PROFILE, PROJECTS, PEOPLE, OPEN_LOOPS)."
     )
-    text: str = Field(description="The three rendered, for a prompt.")
+    history: dict[str, Any] | None = Field(
+        None,
+        description="The latest session as a client replays it once compacted (ADR 0067): `marker` and "
+        "`synthesis` for the compacted part, then the preserved `messages`; None until compacted.",
+    )
+    text: str = Field(description="The three rendered, for a prompt (and the compacted history).")
 
 
 def _row(s: dict[str, Any]) -> SessionRow:
@@ -212,9 +217,16 @@ def conversation_state(reads: ConversationReads, being_id: UUID, user: str) -> C
     )
 
 
-def conversation_context(reads: ConversationReads, being_id: UUID, user: str) -> ConversationContext:
+def conversation_context(
+    reads: ConversationReads,
+    being_id: UUID,
+    user: str,
+    history: dict[str, Any] | None = None,
+    history_text: str | None = None,
+) -> ConversationContext:
     """The latest session summary, the open session's rolling summary and the current spine of the
-    being's conversation with `user` (each None when there is none yet)."""
+    being's conversation with `user` (each None when there is none yet); `history`: its latest
+    session once compacted, shown after them as `history_text`."""
     conversation = reads.conversation(being_id, user)
     last = reads.latest_summarized_session(being_id, user)
     last_session = (
@@ -242,7 +254,9 @@ def conversation_context(reads: ConversationReads, being_id: UUID, user: str) ->
         last_session=last_session,
         rolling=rolling,
         spine=spine,
-        text=render_conversation(user, last_session, rolling, spine),
+        history=history,
+        text=render_conversation(user, last_session, rolling, spine)
+        + (f"\n## This session, compacted\n{history_text}" if history_text else ""),
     )
 
 

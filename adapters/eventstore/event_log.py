@@ -26,6 +26,7 @@ from engram.adapters.eventstore.transcodings import (
 )
 from engram.adapters.storage_full import is_storage_full, postgres_storage, reported_as_storage_full
 from engram.domain.being import Being
+from engram.domain.compaction import Compaction  # noqa: F401  (no view imports it: its topics resolve here)
 from engram.domain.conversation import Conversation
 from engram.domain.entity_profile import EntityProfile, ObservationCursor
 from engram.domain.node import MemoryNode

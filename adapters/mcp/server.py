@@ -499,6 +499,11 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.profile_tools import register_profile_tools
 
     register_profile_tools(server, session)  # entity_profile (ADR 0064)
+    from engram.adapters.mcp.sleep_tools import add_sleep_tools
+
+    add_sleep_tools(
+        server, session
+    )  # noop, add_journal_entry, review_journal, mode, wake; asleep: only those
     return server
 
 

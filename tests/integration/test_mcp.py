@@ -61,6 +61,11 @@ TOOLS = {
     "search_facts",  # ADR 0059
     "prompt_slice",
     "entity_profile",  # ADR 0064
+    "noop",  # issue #12: the sleep tool set, and the mode
+    "add_journal_entry",
+    "review_journal",
+    "mode",
+    "wake",
 }
 
 
@@ -324,3 +329,65 @@ def test_the_note_tool_takes_every_kind_but_scene() -> None:
     from engram.domain.note import NoteKind
 
     assert set(get_args(NoteKindName)) == {k.value for k in NoteKind} - {"scene"}
+
+
+def test_the_tool_set_switches_with_the_mode(make_settings: Callable[..., Settings], tmp_path: Path) -> None:
+    """Asleep, the server offers only the sleep tool set and says so for any other tool; woken through
+    its own `wake` tool, it offers every tool again (issue #12)."""
+    settings = make_settings()
+    with bootstrap(settings) as engram:
+        engram.beings.register("Aria")
+        note_scenes(engram, "Aria", SCENES[:2])
+        engram.patrol("Aria")
+        engram.sleep.sleep("Aria", hours=20)
+        for _ in range(20):  # compacting done: a wake is no longer deferred
+            if engram.sleep.tick("Aria").phase == "dreaming":
+                break
+        assert engram.sleep.mode("Aria").phase == "dreaming"
+    params = StdioServerParameters(
+        command=_engram_command()[0],
+        args=[*_engram_command()[1:], "mcp", "--being", "Aria"],
+        env=_env(settings),
+        cwd=str(tmp_path),
+    )
+
+    async def calls(session: ClientSession) -> dict[str, Any]:
+        out: dict[str, Any] = {"asleep_tools": [t.name for t in (await session.list_tools()).tools]}
+        out["query"] = await session.call_tool("query", {"text": "tomatoes"})
+        out["mode"] = await session.call_tool("mode", {})
+        out["noop"] = await session.call_tool("noop", {})
+        out["entry"] = await session.call_tool("add_journal_entry", {"text": "Dreamt of the garden."})
+        out["review"] = await session.call_tool("review_journal", {})
+        out["recall"] = await session.call_tool("recall", {"text": "tomatoes in the garden"})
+        out["wake"] = await session.call_tool("wake", {"reason": "the user is back"})
+        out["awake_tools"] = {t.name for t in (await session.list_tools()).tools}
+        out["query_awake"] = await session.call_tool("query", {"text": "tomatoes"})
+        out["wake_again"] = await session.call_tool("wake", {})
+        return out
+
+    with (tmp_path / "stderr.txt").open("w") as errlog:
+        out = anyio.run(_session_calls, params, errlog, calls)
+    assert out["asleep_tools"] == [
+        "noop",
+        "add_journal_entry",
+        "review_journal",
+        "recall",
+        "add_fact",
+        "mode",
+        "wake",
+    ]
+    refused = _text(out["query"])
+    assert out["query"].is_error and "Aria is asleep (dreaming) until" in refused
+    assert "`query` is not available" in refused and "noop, add_journal_entry" in refused
+    assert out["mode"].structured_content["mode"] == "asleep"
+    assert out["mode"].structured_content["phase"] == "dreaming"
+    assert not out["noop"].is_error and not out["entry"].is_error and not out["recall"].is_error
+    assert "Dreamt of the garden." in _text(out["review"])
+    assert _text(out["wake"]) == "awake"
+    assert out["awake_tools"] == TOOLS
+    assert not out["query_awake"].is_error
+    assert out["wake_again"].is_error and "awake already" in _text(out["wake_again"])
+    with bootstrap(settings) as engram:
+        mode = engram.sleep.mode("Aria")
+        assert mode.mode == "awake"
+        assert [t.reason for t in mode.recent if t.event == "woke_up"][:1] == ["the user is back"]

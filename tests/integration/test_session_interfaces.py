@@ -116,6 +116,7 @@ def test_http_lists_and_shows_sessions_of_the_being_only(engram: Engram) -> None
             "last_session": None,
             "rolling": None,
             "spine": None,
+            "history": None,  # until the session is compacted (ADR 0067)
             "text": "# Your conversation with mo\nNothing yet: no summary of a session with them.",
         }
         long_user = client.get("/v1/beings/Aria/context", params={"user": "x" * 201}, headers=auth)
