@@ -54,6 +54,10 @@ MAX_MIN_AWAKE_TICKS = 100_000
 MAX_STEP_NAME_CHARS = 64
 MAX_REASON_CHARS = 200
 
+MAX_WAKE_DEFERRAL = timedelta(minutes=15)
+"""A deferred wake waits for compacting at most this long: a step that fails every tick must not keep
+a being asleep past its end (the phase is then cut short, with the reason `deferral_limit`)."""
+
 DIRECT_CHANNELS = frozenset({"direct", "dm"})
 """Channels whose messages are direct messages to the being (spec 003's `direct_message`)."""
 URGENT_PRIORITY = 8
@@ -238,6 +242,7 @@ class Sleep(BeingScopedAggregate):
 
         def apply(self, s: Sleep) -> None:
             s.deferred = self.reason
+            s.deferred_at = self.timestamp
 
     class WokeUp(Event):
         TOPIC = "engram.Sleep.WokeUp"
@@ -281,16 +286,42 @@ class Sleep(BeingScopedAggregate):
 
     def __init__(self, being_id: UUID) -> None:
         self.being_id = being_id
-        self.mode = Mode.AWAKE
-        self.phase: Phase | None = None
-        self.depth = Depth.LIGHT
+        # Kept as plain strings, which a snapshot (JSON) gives back as they were; read as enums.
+        self._mode: str = Mode.AWAKE.value
+        self._phase: str | None = None
+        self._depth: str = Depth.LIGHT.value
         self.since: datetime | None = None
         self.wake_at: datetime | None = None
         self.cooldown_until: datetime | None = None
         self.deferred: str | None = None
+        self.deferred_at: datetime | None = None
         self.skipped: list[str] = []
         self.ticks = 0
         self.sleeps = 0
+
+    @property
+    def mode(self) -> Mode:
+        return Mode(self._mode)
+
+    @mode.setter
+    def mode(self, value: Mode) -> None:
+        self._mode = Mode(value).value
+
+    @property
+    def phase(self) -> Phase | None:
+        return Phase(self._phase) if self._phase is not None else None
+
+    @phase.setter
+    def phase(self, value: Phase | None) -> None:
+        self._phase = Phase(value).value if value is not None else None
+
+    @property
+    def depth(self) -> Depth:
+        return Depth(self._depth)
+
+    @depth.setter
+    def depth(self, value: Depth) -> None:
+        self._depth = Depth(value).value
 
     @classmethod
     def start(cls, being_id: UUID, at: datetime) -> Sleep:
@@ -327,11 +358,21 @@ class Sleep(BeingScopedAggregate):
         until = at + cooldown if cooldown > timedelta(0) else None
         self._emit(self.WokeUp, at, reason=reason, cooldown_until=until, was_deferred=was_deferred)
 
-    def finish_compacting(self, cooldown: timedelta, at: datetime) -> WakeOutcome | None:
-        """Compacting done: on to dreaming, then the deferred wake if one was asked for."""
+    def deferral_expired(self, at: datetime) -> bool:
+        """A wake deferred for longer than `MAX_WAKE_DEFERRAL`: compacting is cut short for it."""
+        return (
+            self.phase is Phase.COMPACTING
+            and self.deferred_at is not None
+            and at - self.deferred_at >= MAX_WAKE_DEFERRAL
+        )
+
+    def finish_compacting(
+        self, cooldown: timedelta, at: datetime, reason: str = "consolidation_done"
+    ) -> WakeOutcome | None:
+        """Compacting done (or cut short): on to dreaming, then the deferred wake if one was asked for."""
         if self.phase is not Phase.COMPACTING:
             raise InvalidTransition("the being is not compacting", phase=self.phase and self.phase.value)
-        self._emit(self.PhaseChanged, at, phase=Phase.DREAMING.value, reason="consolidation_done")
+        self._emit(self.PhaseChanged, at, phase=Phase.DREAMING.value, reason=_reason(reason))
         if self.deferred is not None:
             self._woke(self.deferred, cooldown, at, was_deferred=True)
             return WakeOutcome.WOKE

@@ -442,9 +442,13 @@ class SleepCycle:
                 sleep.skip_step(step, why, now)
             sleep.record_tick(did, now)
             out = []
-            if finish and sleep.phase is Phase.COMPACTING:
-                outcome = sleep.finish_compacting(self._schedule(being_id).cooldown, now)
-                out.append("compacting done; dreaming")
+            cut_short = sleep.deferral_expired(now)
+            if (finish or cut_short) and sleep.phase is Phase.COMPACTING:
+                reason = "consolidation_done" if finish else "deferral_limit"
+                outcome = sleep.finish_compacting(self._schedule(being_id).cooldown, now, reason)
+                out.append(
+                    "compacting done; dreaming" if finish else "compacting cut short for a deferred wake"
+                )
                 if outcome is WakeOutcome.WOKE:
                     out.append("woke up (deferred wake)")
             if sleep.pending_events:

@@ -31,6 +31,7 @@ from engram.domain.conversation import Conversation
 from engram.domain.entity_profile import EntityProfile, ObservationCursor
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
+from engram.domain.sleep import Sleep
 
 log = structlog.get_logger(__name__)
 
@@ -146,6 +147,7 @@ class EventLog(Application[UUID]):
         # tick that found something new (ADR 0064).
         EntityProfile: 50,
         ObservationCursor: 100,
+        Sleep: 100,  # an event per sleep tick that did something (ADR 0060)
     }
 
     @cached_property

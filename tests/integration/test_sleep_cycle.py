@@ -3,7 +3,7 @@ their reasons, deferred wakes, urgent messages, naps, skipped steps and the work
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -269,3 +269,38 @@ def test_a_running_worker_puts_a_scheduled_being_to_sleep_by_itself(
         assert mode.recent[-1].event == "fell_asleep" and mode.recent[-1].reason == "schedule"
     finally:
         engram.close()
+
+
+def test_a_deferred_wake_cuts_a_stuck_compacting_short_after_its_limit(
+    engram: Engram, being: UUID, clock: SteppingClock
+) -> None:
+    from engram.domain.sleep import MAX_WAKE_DEFERRAL
+
+    class Broken(CountingStep):
+        def run(self, being_id: UUID, ctx: StepContext) -> StepResult:
+            raise RuntimeError("embedder gone")
+
+    _steps(engram, Broken("consolidation", "compacting", 1))
+    engram.sleep.sleep("Ada", hours=1)
+    clock.current += timedelta(hours=1)
+    first = engram.sleep.tick("Ada")
+    assert first.transitions == ["wake deferred until compacting completes (scheduled_end)"]
+    assert engram.sleep.tick("Ada").mode == "asleep"  # the failing step still holds the phase
+    clock.current += MAX_WAKE_DEFERRAL
+    cut = engram.sleep.tick("Ada")
+    assert cut.transitions == ["compacting cut short for a deferred wake", "woke up (deferred wake)"]
+    assert cut.mode == "awake"
+    phase = [e for e in _events(engram, being) if isinstance(e, Sleep.PhaseChanged)]
+    assert phase[-1].reason == "deferral_limit"
+
+
+def test_a_long_sleep_record_loads_from_its_snapshot(engram: Engram, being: UUID) -> None:
+    _steps(engram, CountingStep("links", "dreaming", 10_000, per_tick=1))
+    engram.sleep.sleep("Ada", hours=4, depth="deep")
+    engram.sleep.dream("Ada", ticks=120)
+    app = engram.store.log.app
+    assert app.snapshots is not None
+    assert list(app.snapshots.get(sleep_id_for(being))), "a Sleep of more than 100 events has a snapshot"
+    again = app.repository.get(sleep_id_for(being))  # from the snapshot, past the aggregate cache
+    assert again.version > 100 and again.mode.value == "asleep" and again.depth.value == "deep"
+    assert again.phase is not None and again.phase.value == "dreaming"
