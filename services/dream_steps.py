@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engram.services.memory_links import LinkCleanupStep, LinksStep
 from engram.services.sleep import DreamStep
 
 if TYPE_CHECKING:
@@ -18,4 +19,5 @@ if TYPE_CHECKING:
 
 def build_steps(engram: Engram) -> list[DreamStep]:
     steps: list[DreamStep] = []
+    steps += [LinksStep(engram), LinkCleanupStep(engram)]  # dreaming 1: A-MEM links (ADR 0062)
     return steps

@@ -34,6 +34,7 @@ from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.importance import ImportanceReads, ImportanceView
+from engram.projections.links import LinkReads, LinksView
 from engram.projections.memory import MemoryView
 from engram.projections.message_search import MessageSearchView
 from engram.projections.note_search import NoteSearch, NoteSearchView
@@ -126,6 +127,7 @@ class Views:
                 self.fact_search_view,
                 SleepView(),
                 ImportanceView(),
+                LinksView(),
                 *extra,
             )
         }
@@ -186,6 +188,11 @@ class Views:
     def importance(self) -> ImportanceReads:
         """Every memory's importance on one 1–10 scale, by position (ADR 0060; `ensure()` first)."""
         return ImportanceReads(self.read)
+
+    @property
+    def links(self) -> LinkReads:
+        """A-MEM links between a being's memories, from both ends (ADR 0062; `ensure()` first)."""
+        return LinkReads(self.read)
 
     @property
     def fact_search(self) -> FactSearch:

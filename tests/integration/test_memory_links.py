@@ -1,0 +1,189 @@
+"""A-MEM links as dreaming steps on every backend (issue #12, ADR 0062): found once with their
+scores, the threshold kept, only the being's own memories, removed when an end dies or is archived,
+read from both ends."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+from uuid import uuid4
+
+import pytest
+
+from engram.domain.being import Being
+from engram.domain.cluster import Cluster
+from engram.domain.embedding import Embedding
+from engram.domain.errors import InvalidInput
+from engram.domain.fact import Fact, FactContent
+from engram.domain.links import MemoryLinks, links_id_for
+from engram.domain.node import MemoryNode
+from engram.domain.scene import validate_scene_object
+from engram.services.bootstrap import Engram
+from engram.services.memory_links import LinkCleanupStep, LinksStep
+
+MODEL = "m"
+
+
+def _vec(angle_deg: float) -> Embedding:
+    """A unit vector in a plane: two of them are alike by the cosine of their angle."""
+    a = math.radians(angle_deg)
+    return Embedding.from_floats(MODEL, [math.cos(a), math.sin(a), 0.0, 0.0])
+
+
+def _being(engram: Engram, name: str) -> tuple[Being, Cluster]:
+    being, business, private = Being.register(name, engram.clock.now())
+    engram.store.save(being, business, private)
+    return being, business
+
+
+def _node(engram: Engram, root: Cluster, angle: float, importance: float = 0.5) -> MemoryNode:
+    scene = validate_scene_object(
+        {"action": f"scene at {angle}", "actors": ["me"], "when": ["2026-05-02"], "importance": importance}
+    )
+    node = MemoryNode.create(uuid4(), scene, root, 0, engram.clock.now())
+    node.embed(_vec(angle), engram.clock.now())
+    engram.store.save(node)
+    return node
+
+
+def _fact(engram: Engram, being: Being, angle: float) -> Fact:
+    fact = Fact.state(
+        uuid4(), being.id, "being", being.id, FactContent(f"fact at {angle}", "mina"), engram.clock.now()
+    )
+    fact.embed(_vec(angle), engram.clock.now())
+    engram.store.save(fact)
+    return fact
+
+
+def _steps(engram: Engram, **kw: Any) -> tuple[LinksStep, LinkCleanupStep]:
+    steps = (LinksStep(engram, **kw), LinkCleanupStep(engram))
+    engram.__dict__["dream_steps"] = list(steps)
+    return steps
+
+
+def _pairs(engram: Engram, being: Being) -> dict[frozenset[str], float]:
+    report = engram.links.links(str(being.id))
+    return {frozenset({link.memory_id, link.other_id}): link.score for link in report.links}
+
+
+def test_links_are_found_once_with_their_scores_at_the_threshold_and_read_from_both_ends(
+    engram: Engram,
+) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    a = _node(engram, root, 0)
+    b = _node(engram, root, 40)  # cos 40° = 0.766: linked to a
+    c = _node(engram, root, 90)  # cos 50° = 0.643 to b: not linked
+    f = _fact(engram, being, 10)  # cos 10° = 0.985 to a, 30° = 0.866 to b
+
+    report = engram.sleep.dream("Ada")
+
+    assert report.did["links"] == 4
+    pairs = _pairs(engram, being)
+    ab, af, bf = (frozenset({str(x.id), str(y.id)}) for x, y in ((a, b), (a, f), (b, f)))
+    assert set(pairs) == {ab, af, bf}
+    assert pairs[ab] == pytest.approx(math.cos(math.radians(40)), abs=1e-5)
+    assert pairs[af] == pytest.approx(math.cos(math.radians(10)), abs=1e-5)
+    assert all(score >= 0.7 for score in pairs.values())
+    of_b = engram.links.links(str(being.id), memory_id=str(b.id)).links
+    assert {link.other_id for link in of_b} == {str(a.id), str(f.id)}  # from b's end, recorded by a
+    assert engram.links.links(str(being.id), memory_id=str(c.id)).links == []
+    processed = engram.store.get(MemoryLinks, links_id_for(being.id, c.id))
+    assert processed.links == [] and processed.threshold == 0.7  # processed, with nothing alike
+
+
+def test_a_tick_run_again_writes_nothing_twice(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    links, _ = _steps(engram)
+    a, b = _node(engram, root, 0), _node(engram, root, 20)
+    engram.sleep.dream("Ada")
+    # A tick killed after its save but before the view caught up reads the memories as pending
+    # again: the aggregates are there, nothing is written.
+    engram.views.ensure()
+    again = engram.sleep.dream("Ada")
+    assert again.did.get("links", 0) == 0
+    assert links.pending(being.id) == 0
+    events = list(engram.store.log.app.repository.event_store.get(links_id_for(being.id, b.id)))
+    assert len(events) == 1
+    assert len(_pairs(engram, being)) == 1 and frozenset({str(a.id), str(b.id)}) in _pairs(engram, being)
+
+
+def test_only_the_beings_own_memories_are_linked(engram: Engram) -> None:
+    ada, ada_root = _being(engram, "Ada")
+    bo, bo_root = _being(engram, "Bo")
+    _steps(engram)
+    mine = _node(engram, ada_root, 0)
+    _node(engram, bo_root, 1)  # almost the same vector, another being's
+    _fact(engram, bo, 2)
+    engram.sleep.dream("Ada")
+    engram.sleep.dream("Bo")
+    assert engram.links.links(str(ada.id), memory_id=str(mine.id)).links == []
+    assert len(_pairs(engram, bo)) == 1
+
+
+def test_links_go_when_a_node_dies_or_a_fact_is_archived_with_the_reason(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    a, b = _node(engram, root, 0, importance=0.0), _node(engram, root, 10)
+    f = _fact(engram, being, 5)
+    engram.sleep.dream("Ada")
+    assert len(_pairs(engram, being)) == 3
+
+    node = engram.store.get(MemoryNode, a.id)
+    node.flag_dying(1000, engram.clock.now())
+    node.make_dead(1000, "faded", engram.clock.now())
+    fact = engram.store.get(Fact, f.id)
+    fact.archive(engram.clock.now())
+    engram.store.save(node, fact)
+    report = engram.sleep.dream("Ada")
+
+    assert report.did["link_cleanup"] == 3
+    assert _pairs(engram, being) == {}
+    reasons = {
+        e.reason
+        for owner in (a, b, f)
+        for e in engram.store.log.app.repository.event_store.get(links_id_for(being.id, owner.id))
+        if isinstance(e, MemoryLinks.Unlinked)
+    }
+    assert reasons == {"died", "archived"}
+    assert engram.sleep.dream("Ada").did.get("link_cleanup", 0) == 0
+
+
+def test_the_threshold_is_kept_and_a_lower_one_links_more(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram, threshold=0.9)
+    _node(engram, root, 0)
+    _node(engram, root, 30)  # cos 30° = 0.866 < 0.9
+    engram.sleep.dream("Ada")
+    assert _pairs(engram, being) == {}
+    with pytest.raises(InvalidInput):
+        MemoryLinks.link(
+            being.id,
+            uuid4(),
+            "node",
+            [{"id": str(uuid4()), "kind": "node", "score": 0.5}],
+            threshold=0.7,
+            model=MODEL,
+            at=engram.clock.now(),
+        )
+
+
+def test_bad_reads_are_refused_by_field(engram: Engram) -> None:
+    _being(engram, "Ada")
+    with pytest.raises(InvalidInput) as bad:
+        engram.links.links("Ada", memory_id="not-a-uuid")
+    assert bad.value.details["field"] == "node"
+    with pytest.raises(InvalidInput) as bad:
+        engram.links.links("Ada", limit=0)
+    assert bad.value.details["field"] == "limit"
+
+
+def test_the_links_view_rebuilds_from_the_log(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    _node(engram, root, 0)
+    _node(engram, root, 10)
+    engram.sleep.dream("Ada")
+    before = _pairs(engram, being)
+    engram.views.rebuild("links")
+    assert _pairs(engram, being) == before and len(before) == 1
