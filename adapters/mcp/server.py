@@ -496,6 +496,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.fact_search_tools import register_fact_search_tools
 
     register_fact_search_tools(server, session)  # search_facts, prompt_slice (ADR 0059)
+    from engram.adapters.mcp.link_tools import add_link_tools
+
+    add_link_tools(server, session)  # `links` (ADR 0062)
     return server
 
 

@@ -4,12 +4,16 @@ read from both ends."""
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
 import pytest
+from click.testing import CliRunner
 
+from engram.adapters.cli.main import cli
 from engram.domain.being import Being
 from engram.domain.cluster import Cluster
 from engram.domain.embedding import Embedding
@@ -18,8 +22,10 @@ from engram.domain.fact import Fact, FactContent
 from engram.domain.links import MemoryLinks, links_id_for
 from engram.domain.node import MemoryNode
 from engram.domain.scene import validate_scene_object
-from engram.services.bootstrap import Engram
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
 from engram.services.memory_links import LinkCleanupStep, LinksStep
+from tests.support import SeededIds, SteppingClock
 
 MODEL = "m"
 
@@ -187,3 +193,30 @@ def test_the_links_view_rebuilds_from_the_log(engram: Engram) -> None:
     before = _pairs(engram, being)
     engram.views.rebuild("links")
     assert _pairs(engram, being) == before and len(before) == 1
+
+
+def test_engram_links_lists_them_with_their_scores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    e = bootstrap(
+        Settings(data_dir=data, embedder="hashing", llm="none"), clock=SteppingClock(), ids=SeededIds()
+    )
+    try:
+        _, root = _being(e, "Ada")
+        a, b = _node(e, root, 0), _node(e, root, 20)
+    finally:
+        e.close()
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(data))
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
+    monkeypatch.setenv("ENGRAM_LLM", "none")
+    runner = CliRunner()
+    dreamt = runner.invoke(cli, ["dream", "Ada"], catch_exceptions=False)
+    assert dreamt.exit_code == 0 and "links 2" in dreamt.stdout
+    listed = runner.invoke(cli, ["links", "Ada"], catch_exceptions=False)
+    assert listed.exit_code == 0
+    assert listed.stdout.strip() == f"0.940  node {a.id}  —  node {b.id}"
+    one = runner.invoke(cli, ["links", "Ada", "--node", str(a.id), "--json"], catch_exceptions=False)
+    [link] = json.loads(one.stdout)["links"]
+    assert link["memory_id"] == str(a.id) and link["other_id"] == str(b.id)
+    assert link["score"] == pytest.approx(math.cos(math.radians(20)), abs=1e-5)
+    bad = runner.invoke(cli, ["links", "Ada", "--node", "x"])
+    assert bad.exit_code != 0 and "node" in bad.stderr
