@@ -42,9 +42,12 @@ def _being(engram: Engram, name: str) -> tuple[Being, Cluster]:
     return being, business
 
 
-def _node(engram: Engram, root: Cluster, angle: float, importance: float = 0.5) -> MemoryNode:
+def _node(
+    engram: Engram, root: Cluster, angle: float, importance: float = 0.5, text: str | None = None
+) -> MemoryNode:
+    action = text or f"scene at {angle}"
     scene = validate_scene_object(
-        {"action": f"scene at {angle}", "actors": ["me"], "when": ["2026-05-02"], "importance": importance}
+        {"action": action, "actors": ["me"], "when": ["2026-05-02"], "importance": importance}
     )
     node = MemoryNode.create(uuid4(), scene, root, 0, engram.clock.now())
     node.embed(_vec(angle), engram.clock.now())
@@ -202,7 +205,8 @@ def test_engram_links_lists_them_with_their_scores(tmp_path: Path, monkeypatch: 
     )
     try:
         _, root = _being(e, "Ada")
-        a, b = _node(e, root, 0), _node(e, root, 20)
+        a = _node(e, root, 0, text="planted tomatoes")
+        b = _node(e, root, 20, text="a zebra finch sang")
     finally:
         e.close()
     monkeypatch.setenv("ENGRAM_DATA_DIR", str(data))
@@ -218,5 +222,32 @@ def test_engram_links_lists_them_with_their_scores(tmp_path: Path, monkeypatch: 
     [link] = json.loads(one.stdout)["links"]
     assert link["memory_id"] == str(a.id) and link["other_id"] == str(b.id)
     assert link["score"] == pytest.approx(math.cos(math.radians(20)), abs=1e-5)
+    explained = runner.invoke(
+        cli, ["query", "Ada", "tomatoes", "--profile", "lexical", "--links", "--explain", "--no-reactivate"]
+    )
+    assert explained.exit_code == 0 and f"linked from {a.id} (cosine 0.940)" in explained.stdout
     bad = runner.invoke(cli, ["links", "Ada", "--node", "x"])
     assert bad.exit_code != 0 and "node" in bad.stderr
+
+
+def test_query_follows_links_one_hop_when_asked_and_shows_the_hop(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    a = _node(engram, root, 0, text="planted tomatoes in the greenhouse")
+    b = _node(engram, root, 25, text="the zebra finch sang at dawn")  # no word of the query
+    _node(engram, root, 90, text="read a book about tomatoes")  # a hit, linked to nothing
+    engram.sleep.dream("Ada")
+
+    plain = engram.reading.query("Ada", "tomatoes", k=5, profile_name="lexical", reactivate=False)
+    assert str(b.id) not in [n.id for n in plain.nodes] and all(n.via is None for n in plain.nodes)
+    assert "via" not in plain.model_dump()["nodes"][0]  # the field appears only on a hop
+
+    found = engram.reading.query("Ada", "tomatoes", k=5, profile_name="lexical", reactivate=False, links=True)
+    ids = [n.id for n in found.nodes]
+    assert str(b.id) in ids and ids.index(str(b.id)) == ids.index(str(a.id)) + 1
+    hop = found.nodes[ids.index(str(b.id))].via
+    assert hop is not None and hop.linked_from == str(a.id)
+    assert hop.link_score == pytest.approx(math.cos(math.radians(25)), abs=1e-5)
+    assert len(found.nodes) == len(plain.nodes) + 1
+    one = engram.reading.query("Ada", "tomatoes", k=1, profile_name="lexical", reactivate=False, links=True)
+    assert len(one.nodes) == 1  # k holds: the hop pushes the last hits out
