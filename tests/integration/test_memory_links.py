@@ -231,7 +231,7 @@ def test_engram_links_lists_them_with_their_scores(tmp_path: Path, monkeypatch: 
 
 
 def test_query_follows_links_one_hop_when_asked_and_shows_the_hop(engram: Engram) -> None:
-    being, root = _being(engram, "Ada")
+    _, root = _being(engram, "Ada")
     _steps(engram)
     a = _node(engram, root, 0, text="planted tomatoes in the greenhouse")
     b = _node(engram, root, 25, text="the zebra finch sang at dawn")  # no word of the query
