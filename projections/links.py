@@ -267,6 +267,12 @@ class LinkReads:
             f"ORDER BY position LIMIT {int(limit)}",
         )
 
+    def link_counts(self, being_id: UUID | None = None) -> list[int]:
+        """How many links each memory has (of one being, or of all), in no order: what the benchmarks
+        report as the links per memory."""
+        where, params = ("being_id = ?", [str(being_id)]) if being_id is not None else ("1 = 1", [])
+        return [int(r["links"]) for r in self._select(LINK_MEMORIES, where, params)]
+
     def memory(self, memory_id: str) -> Row | None:
         rows = self._select(LINK_MEMORIES, "id = ?", [memory_id])
         return rows[0] if rows else None

@@ -21,7 +21,6 @@ import structlog
 from pydantic import BaseModel
 
 from engram.domain.links import (
-    LINK_THRESHOLD,
     MAX_LINKS_PER_MEMORY,
     SCORE_TOLERANCE,
     MemoryLinks,
@@ -34,6 +33,7 @@ from engram.projections.vector_index import SearchFilter
 from engram.projections.vectors import nodes_alias
 from engram.services.beings import resolve_being_id
 from engram.services.sleep import StepContext, StepResult
+from engram.services.thresholds import thresholds_for
 
 if TYPE_CHECKING:
     from engram.services.bootstrap import Engram
@@ -57,10 +57,14 @@ class LinksStep:
     name = "links"
     phase = "dreaming"
 
-    def __init__(self, engram: Engram, *, batch: int = LINK_BATCH, threshold: float = LINK_THRESHOLD) -> None:
+    def __init__(self, engram: Engram, *, batch: int = LINK_BATCH, threshold: float | None = None) -> None:
         self.engram = engram
         self.batch = batch
         self.threshold = threshold
+        """None: the memory's embedder's (`thresholds_for(model).link`, ADR 0062)."""
+
+    def _threshold(self, model: str) -> float:
+        return self.threshold if self.threshold is not None else thresholds_for(model).link
 
     def pending(self, being_id: UUID) -> int | None:
         views = self.engram.views
@@ -68,7 +72,7 @@ class LinksStep:
         return views.links.pending_count(being_id)
 
     def _similar(
-        self, being_id: UUID, memory_id: str, model: str, vector: Any, limit: int
+        self, being_id: UUID, memory_id: str, model: str, vector: Any, limit: int, threshold: float
     ) -> list[tuple[str, str, float]]:
         """(id, kind, score) of the being's other memories at least `threshold` alike, nearest first."""
         index = self.engram.views.vector_index
@@ -87,13 +91,13 @@ class LinksStep:
                 vec,
                 limit,
                 where=where,
-                score_threshold=self.threshold - SCORE_TOLERANCE,
+                score_threshold=threshold - SCORE_TOLERANCE,
                 with_payload=False,
             )
             found += [
                 (str(h.id), kind, float(h.score))
                 for h in hits
-                if float(h.score) >= self.threshold - SCORE_TOLERANCE
+                if float(h.score) >= threshold - SCORE_TOLERANCE
             ]
         found.sort(key=lambda f: (-f[2], f[0]))
         return found[:limit]
@@ -125,8 +129,9 @@ class LinksStep:
             memory_id = str(row["id"])
             found = vectors.get(memory_id)
             model = found[0] if found else ""
+            threshold = self._threshold(model)
             similar = (
-                self._similar(being_id, memory_id, found[0], found[1], MAX_LINKS_PER_MEMORY)
+                self._similar(being_id, memory_id, found[0], found[1], MAX_LINKS_PER_MEMORY, threshold)
                 if found is not None and found[2]
                 else []
             )
@@ -144,7 +149,7 @@ class LinksStep:
                     UUID(memory_id),
                     str(row["kind"]),
                     keep,
-                    threshold=self.threshold,
+                    threshold=threshold,
                     model=model,
                     at=ctx.now,
                 )
