@@ -249,7 +249,9 @@ def run(
     return LocomoRun(report=report, questions=details)
 
 
-def _dream(engram: Engram, conversations: Sequence[Conversation], progress: Progress | None) -> dict[str, Any]:
+def _dream(
+    engram: Engram, conversations: Sequence[Conversation], progress: Progress | None
+) -> dict[str, Any]:
     """Dream ticks for every being until linking is done: the links `query` may follow."""
     started = time.perf_counter()
     ticks = 0
