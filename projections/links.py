@@ -60,7 +60,9 @@ LINK_MEMORIES = TableSpec(
     },
     indexes=(
         Index("pending", ("being_id", "position"), where="pending"),
-        Index("ended", ("being_id", "gone", "expires_at"), where="links > 0"),
+        # What `link_cleanup` reads: memories with links that ended; never a scan of the linked ones.
+        Index("gone", ("being_id", "position"), where="links > 0 AND gone IS NOT NULL"),
+        Index("expiring", ("being_id", "expires_at"), where="links > 0 AND expires_at IS NOT NULL"),
     ),
 )
 
@@ -260,12 +262,20 @@ class LinkReads:
 
     def ended(self, being_id: UUID, now: str, *, limit: int) -> list[Row]:
         """Memories of the being that still have links but died, were archived or expired."""
-        return self._select(
+        gone = self._select(
             LINK_MEMORIES,
-            "being_id = ? AND links > 0 AND (gone IS NOT NULL OR (expires_at IS NOT NULL AND expires_at <= ?))",
-            [str(being_id), now],
+            "being_id = ? AND links > 0 AND gone IS NOT NULL",
+            [str(being_id)],
             f"ORDER BY position LIMIT {int(limit)}",
         )
+        expired = self._select(
+            LINK_MEMORIES,
+            "being_id = ? AND links > 0 AND expires_at IS NOT NULL AND expires_at <= ?",
+            [str(being_id), now],
+            f"ORDER BY expires_at LIMIT {int(limit)}",
+        )
+        seen = {r["id"] for r in gone}
+        return [*gone, *(r for r in expired if r["id"] not in seen)][:limit]
 
     def link_counts(self, being_id: UUID | None = None) -> list[int]:
         """How many links each memory has (of one being, or of all), in no order: what the benchmarks

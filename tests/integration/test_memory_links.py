@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from uuid import uuid4
@@ -43,13 +44,18 @@ def _being(engram: Engram, name: str) -> tuple[Being, Cluster]:
 
 
 def _node(
-    engram: Engram, root: Cluster, angle: float, importance: float = 0.5, text: str | None = None
+    engram: Engram,
+    root: Cluster,
+    angle: float,
+    importance: float = 0.5,
+    text: str | None = None,
+    expires_at: datetime | None = None,
 ) -> MemoryNode:
     action = text or f"scene at {angle}"
     scene = validate_scene_object(
         {"action": action, "actors": ["me"], "when": ["2026-05-02"], "importance": importance}
     )
-    node = MemoryNode.create(uuid4(), scene, root, 0, engram.clock.now())
+    node = MemoryNode.create(uuid4(), scene, root, 0, engram.clock.now(), expires_at=expires_at)
     node.embed(_vec(angle), engram.clock.now())
     engram.store.save(node)
     return node
@@ -156,6 +162,24 @@ def test_links_go_when_a_node_dies_or_a_fact_is_archived_with_the_reason(engram:
     }
     assert reasons == {"died", "archived"}
     assert engram.sleep.dream("Ada").did.get("link_cleanup", 0) == 0
+
+
+def test_links_go_when_a_memory_expires(engram: Engram, clock: SteppingClock) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    soon = _node(engram, root, 0, expires_at=clock.current + timedelta(hours=1))
+    stays = _node(engram, root, 10)
+    engram.sleep.dream("Ada")
+    assert len(_pairs(engram, being)) == 1
+    clock.current += timedelta(hours=2)
+    assert engram.sleep.dream("Ada").did["link_cleanup"] == 1
+    assert _pairs(engram, being) == {}
+    [event] = [
+        e
+        for e in engram.store.log.app.repository.event_store.get(links_id_for(being.id, soon.id))
+        if isinstance(e, MemoryLinks.Unlinked)
+    ]
+    assert event.reason == "expired" and event.other_ids == [str(stays.id)]
 
 
 def test_the_threshold_is_kept_and_a_lower_one_links_more(engram: Engram) -> None:
