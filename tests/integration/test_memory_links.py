@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -275,3 +276,35 @@ def test_query_follows_links_one_hop_when_asked_and_shows_the_hop(engram: Engram
     assert len(found.nodes) == len(plain.nodes) + 1
     one = engram.reading.query("Ada", "tomatoes", k=1, profile_name="lexical", reactivate=False, links=True)
     assert len(one.nodes) == 1  # k holds: the hop pushes the last hits out
+
+
+def test_recall_follows_links_one_hop_when_asked(engram: Engram) -> None:
+    """`a` is recalled (cosine 0.5 to the query); `b`, linked to `a` (cos 40° = 0.77), is not
+    (cos 100° to the query) unless recall follows the link."""
+    _, root = _being(engram, "Ada")
+    _steps(engram)
+    model, dim = engram.embedder.model_id, engram.embedder.dim
+    q, u = np.zeros(dim, dtype=np.float32), np.zeros(dim, dtype=np.float32)
+    q[0], u[1] = 1.0, 1.0
+
+    def at(angle: float) -> Embedding:
+        v = math.cos(math.radians(angle)) * q + math.sin(math.radians(angle)) * u
+        return Embedding.from_floats(model, [float(x) for x in v])
+
+    nodes = []
+    for angle, text in ((60, "the allotment"), (100, "a zebra finch")):
+        scene = validate_scene_object({"action": text, "actors": ["me"], "when": ["2026-05-02"]})
+        node = MemoryNode.create(uuid4(), scene, root, 0, engram.clock.now())
+        node.embed(at(angle), engram.clock.now())
+        nodes.append(node)
+    engram.store.save(*nodes)
+    a, b = nodes
+    engram.sleep.dream("Ada")
+
+    plain = engram.reading.recall("Ada", "my allotment", vector=q, links=False)
+    assert [n.id for n in plain.nodes] == [str(a.id)]
+    linked = engram.reading.recall("Ada", "my allotment", vector=q, links=True)
+    assert [n.id for n in linked.nodes] == [str(a.id), str(b.id)]
+    hop = linked.nodes[1].via
+    assert hop is not None and hop.linked_from == str(a.id)
+    assert "zebra finch" in linked.text
