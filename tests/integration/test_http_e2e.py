@@ -817,6 +817,11 @@ def test_links_over_the_wire(world: World) -> None:
     bad = c.get("/v1/beings/Lin/links?node=nope")
     assert bad.status_code == 422 and "node" in bad.text
     assert c.get("/v1/beings/Lin/links?limit=0").status_code == 422
+    found = _ok(
+        c.post("/v1/beings/Lin/query", json={"query": "anything", "links": True, "reactivate": False})
+    )
+    assert found["nodes"] == []
+    assert c.post("/v1/beings/Lin/query", json={"query": "x", "links": "maybe"}).status_code == 422
 
 
 def test_every_route_answered_successfully(world: World) -> None:
