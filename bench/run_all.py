@@ -94,8 +94,10 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("facts-upsert", passthrough("facts-upsert", *facts))
     extraction = ("--messages", "300") if quick else ()
     runs += per_backend("extraction", passthrough("extraction", *extraction))
+    dreaming = ("--sizes", "2000", "--new", "50", "--dead", "20") if quick else ()
+    runs.append(BenchRun("dreaming", passthrough("dreaming", *dreaming)))  # ADR 0062
     if locomo is not None:
-        runs.append(BenchRun("locomo", ("locomo", str(locomo), "--json")))
+        runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs
 
 

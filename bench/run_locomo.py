@@ -48,6 +48,9 @@ class LocomoOptions:
     reuse_data: Path | None = None
     """Keep the ingested data here; a later run with the same file, limit and embedder only queries."""
     batch_size: int = 500
+    links: bool = False
+    """Build the A-MEM links after ingest (dream ticks) and run every profile also with `query`
+    following them (`<profile>+links`), in the same run (ADR 0063)."""
 
 
 @dataclass
@@ -200,6 +203,8 @@ def run(
         engram = engram_factory(settings)
         try:
             ingest = _prepare(options, engram, sha, conversations, progress)
+            if options.links:
+                ingest["dreaming"] = _dream(engram, conversations, progress)
             model = engram.embedder.model_id
             details, per_profile = _query_all(engram, options, conversations, progress)
         finally:
@@ -236,11 +241,51 @@ def run(
             "storage": "SQLite + Qdrant Edge",
             "data_dir": str(options.reuse_data) if options.reuse_data else "temporary",
             "batch_size": options.batch_size,
+            "links": options.links,
         },
         "ingest": ingest,
         "profiles": per_profile,
     }
     return LocomoRun(report=report, questions=details)
+
+
+def _dream(
+    engram: Engram, conversations: Sequence[Conversation], progress: Progress | None
+) -> dict[str, Any]:
+    """Dream ticks for every being until linking is done: the links `query` may follow."""
+    started = time.perf_counter()
+    ticks = 0
+    for done, conv in enumerate(conversations, 1):
+        ticks += engram.sleep.dream(being_name(conv)).ticks
+        if progress:
+            progress("dreaming", done, len(conversations))
+    engram.views.ensure()
+    per_memory = sorted(engram.views.links.link_counts())
+    links = sum(per_memory) // 2
+    return {
+        "dream_s": round(time.perf_counter() - started, 2),
+        "ticks": ticks,
+        "links": links,
+        "memories": len(per_memory),
+        "links_per_memory": _distribution(per_memory),
+    }
+
+
+def _distribution(values: Sequence[int]) -> dict[str, float]:
+    if not values:
+        return {}
+
+    def at(q: float) -> int:
+        return values[min(len(values) - 1, int(q * len(values)))]
+
+    return {
+        "mean": round(sum(values) / len(values), 2),
+        "p50": at(0.5),
+        "p90": at(0.9),
+        "p99": at(0.99),
+        "max": values[-1],
+        "none": round(sum(1 for v in values if v == 0) / len(values), 4),
+    }
 
 
 def _order(item: tuple[int | str, Any]) -> tuple[int, str]:
@@ -275,14 +320,23 @@ def _query_all(
     ]
     pairs = [(conv, q) for conv in conversations for q in conv.questions]
     per_profile: dict[str, Any] = {}
-    for name in options.profiles:
+    variants = [(name, False) for name in options.profiles]
+    if options.links:
+        variants += [(name, True) for name in options.profiles]
+    for name, links in variants:
+        key = f"{name}+links" if links else name
         groups: dict[int | str, list[QuestionScore]] = {}
         latencies: dict[int | str, list[float]] = {}
         all_latencies: list[float] = []
         for done, ((conv, q), detail) in enumerate(zip(pairs, details, strict=True), 1):
             started = time.perf_counter()
             found = engram.reading.query(
-                being_name(conv), q.text[:MAX_QUERY_CHARS], k=options.k, profile_name=name, reactivate=False
+                being_name(conv),
+                q.text[:MAX_QUERY_CHARS],
+                k=options.k,
+                profile_name=name,
+                reactivate=False,
+                links=links,
             )
             ms = (time.perf_counter() - started) * 1000
             all_latencies.append(ms)
@@ -293,9 +347,9 @@ def _query_all(
                 groups.setdefault(q.category, []).append(s)
                 latencies.setdefault(q.category, []).append(ms)
                 entry["recall"] = s.recall
-            detail["profiles"][name] = entry
+            detail["profiles"][key] = entry
             if progress:
-                progress(f"querying ({name})", done, len(pairs))
+                progress(f"querying ({key})", done, len(pairs))
         ks = [k for k in KS if k <= options.k]
         categories = {
             _group_key(c): {"label": locomo.category_label(c), **summarise(groups[c], latencies[c], ks)}
@@ -305,7 +359,7 @@ def _query_all(
         overall = summarise(
             [s for c in scored for s in groups[c]], [ms for c in scored for ms in latencies[c]], ks
         )
-        per_profile[name] = {
+        per_profile[key] = {
             "categories": categories,
             "overall": {"label": "overall 1-4", **overall},
             "adversarial": categories.get(_group_key(ADVERSARIAL)),

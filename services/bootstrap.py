@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
     from engram.services.listing import Listing
+    from engram.services.memory_links import LinkQueries
     from engram.services.message_search import MessageSearching
     from engram.services.note_expiry import NoteExpirySweep
     from engram.services.note_lifecycle import NoteLifecycle
@@ -210,6 +211,11 @@ class Engram:
         from engram.services.reflection import ReflectionReads
 
         return ReflectionReads(self)
+    def links(self) -> LinkQueries:
+        """A-MEM links between a being's memories, with their scores (ADR 0062)."""
+        from engram.services.memory_links import LinkQueries
+
+        return LinkQueries(self)
 
     @cached_property
     def nodes(self) -> NodeCommands:

@@ -120,6 +120,11 @@ class Settings(EnvSettings):
         description="Nodes whose ranking columns `query` keeps in memory, over all beings (~200 bytes "
         "each; ADR 0015). Least recently queried beings are dropped first.",
     )
+    query_links: bool = Field(
+        False,
+        description="`query` and `recall` also return memories linked (A-MEM, cosine >= 0.7) to their top "
+        "3 hits, 2 each (ADR 0063; measured off by default).",
+    )
     view_cache_mib: int = Field(
         256,
         ge=1,

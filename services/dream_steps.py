@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from engram.services.memory_links import LinkCleanupStep, LinksStep
 from engram.services.sleep import DreamStep
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ def build_steps(engram: Engram) -> list[DreamStep]:
 
     steps: list[DreamStep] = []
     steps += [importance_step(engram), consolidation_step(engram)]  # compacting (ADR 0061)
+    steps += [LinksStep(engram), LinkCleanupStep(engram)]  # dreaming 1: A-MEM links (ADR 0062)
     # Entity profiles and reflection (ADR 0064, 0065), after the links steps.
     from engram.services.entity_profiles import EntityConsolidation, EntityObservations
     from engram.services.reflection import ReflectionStep

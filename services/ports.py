@@ -256,6 +256,9 @@ class Reads(_Logged, Protocol):
     """What the reads (services/reading.py) use."""
 
     @property
+    def settings(self) -> Settings: ...
+
+    @property
     def embedder(self) -> Embedder: ...
 
     @property

@@ -33,6 +33,7 @@ from engram.domain.text import check_text
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
 from engram.services.errors import NotFound
+from engram.services.link_expansion import LinkHop, follow_links
 from engram.services.ports import Reads
 from engram.services.query_text import strip_words
 from engram.services.ranking import profile, rank
@@ -86,6 +87,11 @@ class NodeView(BaseModel):
     score: float | None = None
     sensitive: bool = False
     expires_at: str | None = None
+    via: LinkHop | None = Field(
+        None,
+        exclude_if=lambda v: v is None,
+        description="Present when the memory came in by following a link from an earlier hit (ADR 0063).",
+    )
 
     @classmethod
     def of(cls, row: dict[str, Any], score: float | None = None) -> NodeView:
@@ -284,6 +290,24 @@ class Reading:
             raise InvalidInput(f"the query text has at most {MAX_QUERY_CHARS} characters")
         return text
 
+    def _follows_links(self, links: bool | None) -> bool:
+        return self.e.settings.query_links if links is None else links
+
+    def _follow_links(
+        self, being_id: UUID, hits: list[NodeView], k: int, statuses: set[str], hidden: set[str]
+    ) -> list[NodeView]:
+        """One hop along the links dreaming found (ADR 0063)."""
+        views = self.e.views
+        views.ensure(names=["links"])
+        return follow_links(
+            hits,
+            k,
+            links_of=lambda seeds: views.links.links_of(being_id, seeds),
+            nodes=lambda ids: views.read.nodes(being_id, ids=ids),
+            statuses=statuses,
+            hidden=hidden,
+        )
+
     # -- the spec's tools ----------------------------------------------------------------------
 
     def recall(
@@ -292,10 +316,13 @@ class Reading:
         text: str,
         *,
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
+        links: bool | None = None,
     ) -> Recalled:
         """Vector search over active and dying nodes (threshold per embedder), at most 3, each reactivated +1.
 
         `vector`: the text's embedding by the configured embedder, when the caller already has it.
+        `links` (default: the `query_links` setting): also the nodes linked to those hits, 2 each
+        (ADR 0063).
         """
         text = self._check_text(text)
         being_id = self.being(being_ref, MEMORY_VIEWS)
@@ -316,6 +343,8 @@ class Reading:
         )
         rows = {r["id"]: r for r in self.e.views.read.nodes(being_id, ids=[h for h, _ in hits])}
         nodes = [NodeView.of(rows[str(h)], score) for h, score in hits if str(h) in rows]
+        if self._follows_links(links):
+            nodes = self._follow_links(being_id, nodes, RECALL_LIMIT * 3, {"active", "dying"}, hidden)
         done = self.reactivate(being_id, [n.id for n in nodes], ReactivationSource.RECALL)
         nodes = [done.applied(n) for n in nodes]
         return Recalled(text=fragments(nodes, self.rng), nodes=nodes, position=done.position)
@@ -391,9 +420,11 @@ class Reading:
         include_dead: bool = False,
         reactivate: bool = True,
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
+        links: bool | None = None,
     ) -> Found:
         """Ranked retrieval: semantic + lexical (full-text index) + dates + neighbours + importance +
-        recency, by profile (ADR 0008)."""
+        recency, by profile (ADR 0008). `links` (default: the `query_links` setting): the nodes
+        linked to the top 3 hits, 2 each, come in after their hit (ADR 0063)."""
         if not 1 <= k <= MAX_QUERY_K:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
@@ -439,6 +470,8 @@ class Reading:
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
+        if self._follows_links(links):
+            hits = self._follow_links(being_id, hits, k, set(statuses), hidden)
         if not reactivate:
             return Found(nodes=hits)
         done = self.reactivate(being_id, [h.id for h in hits], ReactivationSource.QUERY)

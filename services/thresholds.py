@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engram.domain.links import LINK_THRESHOLD
+
 
 @dataclass(frozen=True)
 class Thresholds:
@@ -18,6 +20,8 @@ class Thresholds:
     merge: float
     """An LLM's merge (❹) is applied only if every absorbed node is at least this similar to its survivor
     (ADR 0027): above most pairs of unrelated memories, below paraphrases of one event."""
+    link: float = LINK_THRESHOLD
+    """Dreaming links two memories at least this similar (A-MEM, spec 003; ADR 0062)."""
 
 
 SPEC = Thresholds(cluster=0.45, recall=0.35, merge=0.40)

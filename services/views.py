@@ -35,6 +35,7 @@ from engram.projections.fulltext.overlap import Overlap
 from engram.projections.fulltext.port import FullTextIndex
 from engram.projections.fulltext.search import FullTextSearch
 from engram.projections.importance import ImportanceReads, ImportanceView
+from engram.projections.links import LinkReads, LinksView
 from engram.projections.memory import MemoryView
 from engram.projections.message_search import MessageSearchView
 from engram.projections.note_search import NoteSearch, NoteSearchView
@@ -128,6 +129,7 @@ class Views:
                 SleepView(),
                 ImportanceView(),
                 ProfilesView(),
+                LinksView(),
                 *extra,
             )
         }
@@ -193,6 +195,9 @@ class Views:
     def profiles(self) -> ProfileReads:
         """Entity profiles and reflections (ADR 0064, 0065; call `ensure()` first)."""
         return ProfileReads(self.read)
+    def links(self) -> LinkReads:
+        """A-MEM links between a being's memories, from both ends (ADR 0062; `ensure()` first)."""
+        return LinkReads(self.read)
 
     @property
     def fact_search(self) -> FactSearch:

@@ -130,6 +130,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "fact_search_bench",
         "Fact search p50/p95 per profile (hybrid, blended, trust) at 10k and 100k facts in one space.",
     )
+    _passthrough(
+        "dreaming",
+        "dreaming_bench",
+        "The dreaming tick at 10k and 100k memories: linking, cleanup, one hop of retrieval (ADR 0062).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(
@@ -302,6 +307,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         default=None,
         help="Write every question's ranked hits and scores to this JSON-lines file.",
     )
+    @click.option(
+        "--links",
+        is_flag=True,
+        help="Dream after ingest (A-MEM links) and run each profile also following them (`+links`).",
+    )
     @command
     def locomo(
         ctx: Any,
@@ -312,6 +322,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         reuse_data: Path | None,
         batch_size: int,
         details: Path | None,
+        links: bool,
         *,
         as_json: bool,
     ) -> None:
@@ -333,6 +344,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             limit_conversations=limit_conversations,
             reuse_data=reuse_data,
             batch_size=batch_size,
+            links=links,
         )
         with Progress(
             TextColumn("{task.description:<20}"),

@@ -551,6 +551,9 @@ _fact_search.register(cli, command)  # `engram facts search`, `slice`, `entities
 from engram.adapters.cli import sleep_cmds as _sleep  # noqa: E402
 
 _sleep.register(cli, command)  # `engram sleep|wake|mode|dream` (ADR 0060)
+from engram.adapters.cli import links_cmds as _links  # noqa: E402
+
+_links.register(cli, command)  # `engram links` (ADR 0062)
 
 
 def main() -> None:

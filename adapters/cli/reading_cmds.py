@@ -27,11 +27,16 @@ def node_line(node: NodeView) -> str:
     return f"{text}{status}"
 
 
-def _print_nodes(nodes: Sequence[NodeView], *, scores: bool = False) -> None:
+def _print_nodes(nodes: Sequence[NodeView], *, scores: bool = False, explain: bool = False) -> None:
     for rank, node in enumerate(nodes, 1):
         score = f"{node.score:8.4f}  " if scores and node.score is not None else ""
         prefix = f"{rank:>3}. {score}" if scores else ""
         click.echo(f"{prefix}{node_line(node)}  ({node.id})")
+        if explain and node.via is not None:
+            click.echo(f"       ↳ linked from {node.via.linked_from} (cosine {node.via.link_score:.3f})")
+
+
+_LINKS_HELP = "Follow the links dreaming found one hop from the top hits (default: ENGRAM_QUERY_LINKS)."
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -40,14 +45,15 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @cli.command("recall")
     @click.argument("being_ref", metavar="BEING")
     @click.argument("text")
+    @click.option("--links/--no-links", "links", default=None, help=_LINKS_HELP)
     @command
-    def recall(ctx: Any, being_ref: str, text: str, *, as_json: bool) -> None:
+    def recall(ctx: Any, being_ref: str, text: str, links: bool | None, *, as_json: bool) -> None:
         """What TEXT brings back to BEING: up to 3 similar memories as a <memory> fragment stream.
 
         Prints nothing when no memory is close enough. Each recalled node is reactivated (+1); --json
         shows the nodes as this recall left them (their reactivation count after the increment).
         """
-        result = ctx.engram.reading.recall(being_ref, text)
+        result = ctx.engram.reading.recall(being_ref, text, links=links)
         warn_if_embedder_changed(ctx.engram)
         if as_json:
             emit_json(result.model_dump())
@@ -139,6 +145,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     @click.option(
         "--no-reactivate", "no_reactivate", is_flag=True, help="Read only: reactivate nothing, write nothing."
     )
+    @click.option("--links/--no-links", "links", default=None, help=_LINKS_HELP)
+    @click.option("--explain", is_flag=True, help="Show the link each memory came in by.")
     @command
     def query(
         ctx: Any,
@@ -148,6 +156,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         profile_name: str,
         include_dead: bool,
         no_reactivate: bool,
+        links: bool | None,
+        explain: bool,
         *,
         as_json: bool,
     ) -> None:
@@ -159,6 +169,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             profile_name=profile_name,
             include_dead=include_dead,
             reactivate=not no_reactivate,
+            links=links,
         )
         warn_if_embedder_changed(ctx.engram)
         if as_json:
@@ -166,7 +177,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             return
         if not result.nodes:
             click.echo("no memory matches", err=True)
-        _print_nodes(result.nodes, scores=True)
+        _print_nodes(result.nodes, scores=True, explain=explain)
 
     @cli.command("context")
     @click.argument("being_ref", metavar="BEING")

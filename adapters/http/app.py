@@ -16,6 +16,7 @@ from engram.adapters.http import problems
 from engram.adapters.http.config import HttpSettings
 from engram.adapters.http.fact_routes import facts, spaces_admin
 from engram.adapters.http.fact_search_routes import fact_search
+from engram.adapters.http.link_routes import link_routes
 from engram.adapters.http.message_routes import messages
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
 from engram.adapters.http.profile_routes import profile_routes
@@ -96,6 +97,7 @@ def create_app(
     app.include_router(facts)  # before v1, as messages
     app.include_router(sleep_routes)  # before v1, as messages
     app.include_router(profile_routes)  # before v1, as messages
+    app.include_router(link_routes)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)
     app.include_router(spaces_admin)

@@ -504,6 +504,7 @@ def query(body: QueryIn, being: Being, engram: EngramDep) -> Found:
         profile_name=body.profile,
         include_dead=body.include_dead,
         reactivate=body.reactivate,
+        links=body.links,
     )
 
 

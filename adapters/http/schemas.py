@@ -103,6 +103,10 @@ class QueryIn(Body):
     profile: str = Field("default", max_length=40, description="default, spec-001, semantic or lexical.")
     include_dead: bool = False
     reactivate: bool = Field(True, description="False: an auditor's read that leaves the nodes as they are.")
+    links: bool | None = Field(
+        None,
+        description="Follow the links dreaming found one hop from the top 3 hits (default: the server's setting).",
+    )
 
 
 class SearchMode(StrEnum):

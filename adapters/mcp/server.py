@@ -499,6 +499,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.profile_tools import register_profile_tools
 
     register_profile_tools(server, session)  # entity_profile (ADR 0064)
+    from engram.adapters.mcp.link_tools import add_link_tools
+
+    add_link_tools(server, session)  # `links` (ADR 0062)
     from engram.adapters.mcp.sleep_tools import add_sleep_tools
 
     add_sleep_tools(

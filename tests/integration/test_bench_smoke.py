@@ -60,6 +60,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "facts-upsert-sqlite",
         "extraction-sqlite",
         "fact-search-sqlite",
+        "dreaming",  # ADR 0062
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -120,6 +121,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Session close and extractive summary",
         "## Context pack and notes list",
         "## Fact upsert",
+        "## Dreaming",
         "## What the figures mean for a deployment",
     ):
         assert heading in page

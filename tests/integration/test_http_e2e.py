@@ -822,6 +822,22 @@ def test_profiles_and_reflections_over_the_wire(world: World) -> None:
     assert c.get("/v1/beings/Pia/profiles/person:nobody").status_code == 404
     found = _ok(c.get("/v1/beings/Pia/reflections"))
     assert found["reflections"] == [] and found["threshold"] == 150 and found["gathered"] > 0
+def test_links_over_the_wire(world: World) -> None:
+    """`GET /v1/beings/{being}/links` (ADR 0062): the links with their scores; a bad node is 422."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Lin"}), 201)
+    listed = _ok(c.get("/v1/beings/Lin/links"))
+    assert listed["links"] == [] and listed["memory_id"] is None
+    node = "00000000-0000-0000-0000-000000000001"
+    assert _ok(c.get(f"/v1/beings/Lin/links?node={node}&limit=5"))["memory_id"] == node
+    bad = c.get("/v1/beings/Lin/links?node=nope")
+    assert bad.status_code == 422 and "node" in bad.text
+    assert c.get("/v1/beings/Lin/links?limit=0").status_code == 422
+    found = _ok(
+        c.post("/v1/beings/Lin/query", json={"query": "anything", "links": True, "reactivate": False})
+    )
+    assert found["nodes"] == []
+    assert c.post("/v1/beings/Lin/query", json={"query": "x", "links": "maybe"}).status_code == 422
 
 
 def test_every_route_answered_successfully(world: World) -> None:

@@ -66,6 +66,7 @@ TOOLS = {
     "review_journal",
     "mode",
     "wake",
+    "links",  # ADR 0062
 }
 
 
@@ -198,6 +199,8 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "cluster_unknown": ("recall_memory", {"cluster_id": "00000000-0000-0000-0000-000000000001"}),
             "cluster_other_being": ("recall_memory", {"cluster_id": bo_cluster}),
             "cluster_bad": ("recall_memory", {"cluster_id": "not-a-uuid"}),
+            "links": ("links", {}),  # ADR 0062
+            "links_bad": ("links", {"node": "not-a-uuid"}),
         }
         out = {}
         for key, (name, args) in names.items():
@@ -231,7 +234,9 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         "cluster_unknown",
         "cluster_other_being",
         "cluster_bad",
+        "links_bad",
     }, errors
+    assert ok["links"].structured_content["links"] == [] and "node" in errors["links_bad"]
     # recall: the fragment stream, or an empty result without a tag
     text = _text(ok["recall"])
     assert text.startswith("<memory>") and text.endswith("</memory>") and PLANTED in text

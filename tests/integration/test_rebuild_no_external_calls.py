@@ -136,6 +136,7 @@ def _populate(e: Engram) -> UUID:
         e.notes.take("Aria", NoteInput(text=_scene(text, 0.6, 20 + i)))
     e.notes.take("Aria", NoteInput(kind="todo", text="water the garden"))
     e.patrol("Aria")
+    e.sleep.dream("Aria")  # dreaming links alike memories (ADR 0062)
     return being_id
 
 
@@ -144,6 +145,7 @@ def _queries(e: Engram, being_id: UUID, probes: list[np.ndarray[Any, Any]], mode
     e.views.ensure()
     vectors, read = e.views.vectors, e.views.read
     out: dict[str, Any] = {"similar_nodes": [], "top3": [], "similar_clusters": [], "centroids": {}}
+    out["links"] = [(r["id"], round(r["score"], 5)) for r in e.views.links.all_links(being_id, limit=1000)]
     for probe in probes:
         every = vectors.similar_nodes(being_id, model, probe, 1000)
         out["similar_nodes"].append({str(i): round(s, 5) for i, s in every})
@@ -194,6 +196,7 @@ def test_rebuild_makes_no_embedder_or_llm_call(
         before = _queries(e, being_id, probes, model)
         assert len(before["nodes"]) >= 11 and any(not c["is_root"] for c in before["clusters"])
         assert before["top3"][0] and any(c is not None for c in before["centroids"].values())
+        assert before["links"], "dreaming linked alike memories"
         generations = _generations(e)
 
         embedder.reset()
