@@ -211,6 +211,8 @@ class Engram:
         from engram.services.reflection import ReflectionReads
 
         return ReflectionReads(self)
+
+    @cached_property
     def links(self) -> LinkQueries:
         """A-MEM links between a being's memories, with their scores (ADR 0062)."""
         from engram.services.memory_links import LinkQueries

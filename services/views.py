@@ -195,6 +195,8 @@ class Views:
     def profiles(self) -> ProfileReads:
         """Entity profiles and reflections (ADR 0064, 0065; call `ensure()` first)."""
         return ProfileReads(self.read)
+
+    @property
     def links(self) -> LinkReads:
         """A-MEM links between a being's memories, from both ends (ADR 0062; `ensure()` first)."""
         return LinkReads(self.read)

@@ -822,6 +822,8 @@ def test_profiles_and_reflections_over_the_wire(world: World) -> None:
     assert c.get("/v1/beings/Pia/profiles/person:nobody").status_code == 404
     found = _ok(c.get("/v1/beings/Pia/reflections"))
     assert found["reflections"] == [] and found["threshold"] == 150 and found["gathered"] > 0
+
+
 def test_links_over_the_wire(world: World) -> None:
     """`GET /v1/beings/{being}/links` (ADR 0062): the links with their scores; a bad node is 422."""
     c = world.as_admin
