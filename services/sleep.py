@@ -50,7 +50,8 @@ log = structlog.get_logger("engram.sleep")
 
 MAX_DREAM_TICKS = 1000
 DEFAULT_DREAM_TICKS = 100
-"""`engram dream` without `--ticks`: until a tick finds nothing to do, at most this many."""
+"""`engram dream` without `--ticks`: until a tick finds nothing to do and leaves nothing for the
+next, at most this many."""
 MAX_SLEEP_HOURS = 23.0
 
 AWAKE = "awake"
@@ -152,11 +153,14 @@ class TickReport(BaseModel):
     skipped: dict[str, str]
     errors: dict[str, str]
     steps: dict[str, dict[str, Any]]
+    remaining: bool = False
+    """A step of the phase said it has more to do (or failed, and will be tried again)."""
 
     @property
     def busy(self) -> bool:
-        """Whether the tick changed or did anything (a `dream` without `--ticks` goes on while it does)."""
-        return bool(self.transitions or self.did)
+        """Whether the tick changed or did anything, or left work for the next (a `dream` without
+        `--ticks` goes on while it does)."""
+        return bool(self.transitions or self.did or self.remaining)
 
 
 class DreamReport(BaseModel):
@@ -428,6 +432,7 @@ class SleepCycle:
             skipped=skipped,
             errors=errors,
             steps=steps_out,
+            remaining=remaining,
         )
 
     def _record(

@@ -11,7 +11,8 @@ Spec 003's `SLEEP_MODE_TOOLS` mapped onto Engram's tools:
 | `store_memory`      | `add_fact`           | the existing fact store (#11)                              |
 
 and, in either mode, `mode` (where the being stands) and `wake` (the agent asks to be woken: recorded,
-deferred while compacting). While the being is asleep, the tool list holds only these, and any other
+deferred while compacting); awake, also `sleep` (go to sleep now) and `dream` (sleep ticks now).
+While the being is asleep, the tool list holds only these, and any other
 tool answers an error that says so ("Ada is asleep (dreaming) until …; only … are available").
 The mode is read from the log at each list and call (`Sleep` of the being), so a sleep started by
 the worker or the CLI is seen at once.
@@ -168,6 +169,26 @@ def add_sleep_tools(server: MCPServer[Any], session: EngramSession) -> None:
         if done.details.get("outcome") == "deferred":
             return "wake deferred: I wake when compacting completes"
         return "awake"
+
+    @server.tool(name="sleep", annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    async def go_to_sleep(
+        hours: Annotated[
+            float | None, Field(gt=0, le=23, description="How long; default: my schedule's length.")
+        ] = None,
+        reason: Annotated[str, Field(min_length=1, max_length=200, description="Why I sleep now.")] = "agent",
+    ) -> str:
+        """Go to sleep now: my memory is compacted, then I dream, until the sleep ends or I am woken.
+        While I sleep, only the sleep tool set is available."""
+        done = await session.call(engram.sleep.sleep, being, hours=hours, reason=reason)
+        return f"asleep ({done.details['phase']}) until {done.details['wake_at']}"
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    async def dream(
+        ticks: Annotated[int, Field(ge=1, le=100, description="How many sleep ticks to run now.")] = 1,
+    ) -> str:
+        """Run my sleep ticks now (an awake being naps for them and wakes after): what they did."""
+        report = await session.call(engram.sleep.dream, being, ticks=ticks)
+        return report.text()
 
     _guard(server, session)
 

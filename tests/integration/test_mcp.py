@@ -66,6 +66,8 @@ TOOLS = {
     "review_journal",
     "mode",
     "wake",
+    "sleep",
+    "dream",
     "links",  # ADR 0062
 }
 
@@ -368,6 +370,10 @@ def test_the_tool_set_switches_with_the_mode(make_settings: Callable[..., Settin
         out["awake_tools"] = {t.name for t in (await session.list_tools()).tools}
         out["query_awake"] = await session.call_tool("query", {"text": "tomatoes"})
         out["wake_again"] = await session.call_tool("wake", {})
+        out["dream"] = await session.call_tool("dream", {"ticks": 2})
+        out["sleep"] = await session.call_tool("sleep", {"hours": 1, "reason": "tired"})
+        out["asleep_again"] = [t.name for t in (await session.list_tools()).tools]
+        out["dream_asleep"] = await session.call_tool("dream", {})
         return out
 
     with (tmp_path / "stderr.txt").open("w") as errlog:
@@ -392,7 +398,11 @@ def test_the_tool_set_switches_with_the_mode(make_settings: Callable[..., Settin
     assert out["awake_tools"] == TOOLS
     assert not out["query_awake"].is_error
     assert out["wake_again"].is_error and "awake already" in _text(out["wake_again"])
+    assert "2 sleep ticks" in _text(out["dream"]) and _text(out["dream"]).endswith("now awake")
+    assert _text(out["sleep"]).startswith("asleep (compacting) until ")
+    assert out["asleep_again"] == out["asleep_tools"]
+    assert out["dream_asleep"].is_error and "`dream` is not available" in _text(out["dream_asleep"])
     with bootstrap(settings) as engram:
         mode = engram.sleep.mode("Aria")
-        assert mode.mode == "awake"
-        assert [t.reason for t in mode.recent if t.event == "woke_up"][:1] == ["the user is back"]
+        assert mode.mode == "asleep" and mode.recent[0].reason == "tired"  # its `sleep` call
+        assert [t.reason for t in mode.recent if t.event == "woke_up"][:2] == ["nap_over", "the user is back"]
