@@ -20,9 +20,9 @@ from engram.projections.engine import Projection
 from engram.projections.vector_index import VectorIndex
 from engram.services.aggregate_cache import AggregateCache
 from engram.services.audit import AuditQueries
-from engram.services.lineage import WhyQueries
 from engram.services.beings import BeingCommands
 from engram.services.config import Settings
+from engram.services.lineage import WhyQueries
 from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands

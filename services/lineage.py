@@ -120,7 +120,9 @@ class _Walk:
     def ref(self, kind: str | None, aggregate_id: UUID, relation: str) -> dict[str, Any]:
         return {"kind": kind, "id": str(aggregate_id), "relation": relation, "ref": True}
 
-    def tree(self, aggregate_id: UUID, relation: str, depth: int, kind: str | None = None) -> dict[str, Any] | None:
+    def tree(
+        self, aggregate_id: UUID, relation: str, depth: int, kind: str | None = None
+    ) -> dict[str, Any] | None:
         if aggregate_id in self.expanded or depth > MAX_DEPTH or len(self.expanded) >= MAX_AGGREGATES:
             if aggregate_id not in self.expanded:
                 self.truncated = True
@@ -162,7 +164,9 @@ class _Walk:
                         out.append(self.ref(ref_kind, i, relation))
             key = getattr(e, "source_message_id", None)
             if kind == "fact" and key:
-                sub = self.tree(message_id_for_key(self.being_id, str(key)), "source message", depth + 1, "message")
+                sub = self.tree(
+                    message_id_for_key(self.being_id, str(key)), "source message", depth + 1, "message"
+                )
                 if sub is not None:
                     out.append(sub)
         return _unique(out)
@@ -239,17 +243,7 @@ class _Walk:
         if events is None:
             return None
         mine = [e for e in events if getattr(e, "session_id", None) == session_id]
-        positions = self.store.positions(conversation_id)
-        entries = [
-            {
-                "position": positions.get(e.originator_version),
-                "version": e.originator_version,
-                "at": e.timestamp.isoformat(),
-                "type": event_type(e),
-                "detail": {k: v for k, v in event_payload(e).items() if k != "being_id"},
-            }
-            for e in mine
-        ]
+        entries = self.entries(conversation_id, mine)
         decisions = _answered(entries)
         children = [
             sub
@@ -306,7 +300,9 @@ def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class WhyQueries:
     """`why`: read-only, scoped to one being."""
 
-    def __init__(self, store: AggregateStore, session_conversation: Callable[[UUID, UUID], UUID | None]) -> None:
+    def __init__(
+        self, store: AggregateStore, session_conversation: Callable[[UUID, UUID], UUID | None]
+    ) -> None:
         self.store = store
         self.session_conversation = session_conversation
 
@@ -325,7 +321,13 @@ class WhyQueries:
             tree = walk.tree(as_id, "subject", 0, kind)
         if tree is None:
             raise NotFound(f"{kind} {ref} not found")
-        return {"being": being.name, "kind": kind, "id": str(as_id), "tree": tree, "truncated": walk.truncated}
+        return {
+            "being": being.name,
+            "kind": kind,
+            "id": str(as_id),
+            "tree": tree,
+            "truncated": walk.truncated,
+        }
 
 
 def why_text(report: dict[str, Any]) -> str:
@@ -342,6 +344,21 @@ def _short(value: Any, width: int = 100) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+# Shown first and whole: what an auditor looks for (the idempotency key, the source ref, the reason).
+_FIRST = ("idempotency_key", "message_key", "source_ref", "reason", "cycle", "survivor_id", "by", "old")
+
+
+def _fields(detail: dict[str, Any]) -> str:
+    """An event's fields as `name=value`, the ones auditors look for first, long values cut short."""
+    names = [n for n in _FIRST if n in detail] + [n for n in detail if n not in _FIRST]
+    parts = [
+        f"{n}={_short(detail[n], 200 if n in _FIRST else 60)}"
+        for n in names
+        if detail[n] not in (None, [], {}, "")
+    ]
+    return " ".join(parts)
+
+
 def _render(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
     head = f"{pad}{node['relation']}: {node['kind']} {node['id']}"
@@ -350,7 +367,7 @@ def _render(node: dict[str, Any], depth: int, lines: list[str]) -> None:
         return
     lines.append(head)
     for e in node["events"]:
-        lines.append(f"{pad}  @{e['position']} {e['at']} {e['type']} {_short(e['detail'])}")
+        lines.append(f"{pad}  @{e['position']} {e['at']} {e['type']} {_fields(e['detail'])}".rstrip())
     for d in node["decisions"]:
         answer = d.get("raw_answer", d.get("answer"))
         lines.append(

@@ -69,14 +69,17 @@ class EventLogSource:
         the events table's primary key, whatever the size of the log."""
         recorder = self.app.recorder
         if isinstance(recorder, SQLiteApplicationRecorder):
-            sql = f"SELECT originator_version, rowid FROM {recorder.events_table_name} WHERE originator_id = ?"
+            sql = (
+                f"SELECT originator_version, rowid FROM {recorder.events_table_name} WHERE originator_id = ?"
+            )
             with recorder.datastore.transaction(commit=False) as c:
                 c.execute(sql, [aggregate_id.hex])  # stored as batch_reads.py reads them
                 return {int(v): int(p) for v, p in c.fetchall()}
         if on_postgres(recorder):
             from psycopg.rows import tuple_row
 
-            sql = f"SELECT originator_version, notification_id FROM {pg_events_table(recorder)} WHERE originator_id = %s"
+            table = pg_events_table(recorder)
+            sql = f"SELECT originator_version, notification_id FROM {table} WHERE originator_id = %s"
             key: Any = aggregate_id if recorder.datastore.originator_id_type == "uuid" else str(aggregate_id)
             with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
                 curs.execute(sql.encode(), [key])

@@ -63,7 +63,12 @@ def test_a_merged_node_shows_its_sources_the_llm_decision_and_where_it_went(with
     report = engram.why.why("Aria", "node", dead["id"])
 
     tree = report["tree"]
-    assert (report["kind"], tree["kind"], tree["relation"], report["truncated"]) == ("node", "node", "subject", False)
+    assert (report["kind"], tree["kind"], tree["relation"], report["truncated"]) == (
+        "node",
+        "node",
+        "subject",
+        False,
+    )
     assert _types(tree)[0] == "MemoryNode.Created" and "MemoryNode.Absorbed" in _types(tree)
     positions = [e["position"] for e in tree["events"]]
     assert all(isinstance(p, int) for p in positions) and positions == sorted(positions)
@@ -87,7 +92,9 @@ def test_a_merged_node_shows_its_sources_the_llm_decision_and_where_it_went(with
 def test_the_survivor_holds_the_absorbed_node_and_its_note_as_subtrees(with_llm) -> None:
     engram, notes, dead = _merged(with_llm)
     survivor_id = next(
-        c["id"] for c in engram.why.why("Aria", "node", dead["id"])["tree"]["children"] if c["relation"] == "absorbed into"
+        c["id"]
+        for c in engram.why.why("Aria", "node", dead["id"])["tree"]["children"]
+        if c["relation"] == "absorbed into"
     )
 
     tree = engram.why.why("Aria", "node", survivor_id)["tree"]
