@@ -159,9 +159,9 @@ class _Walk:
                         if sub is not None:
                             out.append(sub)
                 elif name in REFERENCE_FIELDS and value:
-                    for i in _ids(value):
-                        relation, ref_kind = REFERENCE_FIELDS[name]
-                        out.append(self.ref(ref_kind, i, relation))
+                    relation, ref_kind = REFERENCE_FIELDS[name]
+                    # A reference back to a memory the tree already holds (a note's node) says nothing.
+                    out += [self.ref(ref_kind, i, relation) for i in _ids(value) if i not in self.expanded]
             key = getattr(e, "source_message_id", None)
             if kind == "fact" and key:
                 sub = self.tree(
@@ -179,9 +179,11 @@ class _Walk:
         watched = {str(aggregate_id)}
         cycles: set[int] = set()
         for e in events:
-            for name in ("cycle", "activation_cycle"):
-                if isinstance(getattr(e, name, None), int):
-                    cycles.add(getattr(e, name))
+            if isinstance(getattr(e, "cycle", None), int):
+                cycles.add(e.cycle)
+            if isinstance(getattr(e, "activation_cycle", None), int):
+                # Notes become nodes before the patrol starts its cycle: that run is the next one.
+                cycles |= {e.activation_cycle, e.activation_cycle + 1}
             for name in ("source_note_id", "cluster_id"):
                 if getattr(e, name, None) is not None:
                     watched.add(str(getattr(e, name)))
@@ -189,7 +191,7 @@ class _Walk:
             # A note's events name no cycle: the patrol that made its node did (`activation_cycle`).
             node = self.store.events(node_id_for_note(aggregate_id), lte=1)
             if node and getattr(node[0], "being_id", None) == self.being_id:
-                cycles.add(int(node[0].activation_cycle))
+                cycles |= {int(node[0].activation_cycle), int(node[0].activation_cycle) + 1}
         if kind == "cluster":
             # A cluster's events name no cycle either: its being's last cycles are read instead.
             head = self.store.get(Being, self.being_id).cycle

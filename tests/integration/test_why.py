@@ -76,6 +76,7 @@ def test_a_merged_node_shows_its_sources_the_llm_decision_and_where_it_went(with
     assert decision["source"] == "patrol" and decision["model"] == "scripted-reasoning"
     assert decision["prompt_version"] and dead["id"] in decision["raw_answer"]
     assert decision["validation"] == "accepted" and isinstance(decision["position"], int)
+    assert not any(c["relation"] == "became node" for c in _child(tree, "source note")["children"])
     # The decision and the merge it made were saved together: adjacent in the log.
     absorbed = next(e for e in tree["events"] if e["type"] == "MemoryNode.Absorbed")
     assert abs(absorbed["position"] - decision["position"]) < 5
@@ -118,6 +119,9 @@ def test_a_note_shows_its_key_and_the_node_it_became(with_llm) -> None:
 
     assert _types(tree)[0] == "Note.Noted" and tree["events"][0]["detail"]["idempotency_key"] == "k-0"
     assert _child(tree, "became node")["ref"] is True
+    # The patrol that took it up asked a model where it belongs: that decision touched the note.
+    [classify] = [d for d in tree["decisions"] if d["task"] == "classify_root"]
+    assert classify["model"] == "scripted-fast" and classify["raw_answer"] and classify["cycle"] == 1
 
 
 def test_an_extracted_fact_leads_to_its_message_and_the_extraction_decision(with_llm) -> None:
