@@ -25,6 +25,7 @@ from uuid import UUID
 from engram.domain.being import Being
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import extraction_id_for_message, message_id_for_key, node_id_for_note, patrol_run_id
+from engram.domain.links import links_id_for
 from engram.domain.patrol_run import PatrolRun
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import NotFound
@@ -45,6 +46,7 @@ _TOPIC_KINDS = {
     "engram.Conversation.": "conversation",
     "engram.PatrolRun.": "patrol-run",
     "engram.Extraction.": "extraction",
+    "engram.MemoryLinks.": "links",
 }
 
 # Fields naming where a memory came from: followed, each source a subtree.
@@ -147,6 +149,11 @@ class _Walk:
             + undo_records(self.store, aggregate_id)
         )
         node["children"] = self.children(found, events, depth)
+        if found in ("node", "fact"):
+            # The A-MEM links dreaming recorded on this memory (ADR 0062), when it was linked later.
+            linked = self.tree(links_id_for(self.being_id, aggregate_id), "links", depth + 1, "links")
+            if linked is not None and not linked.get("ref"):
+                node["children"].append(linked)
         return node
 
     def children(self, kind: str | None, events: list[Any], depth: int) -> list[dict[str, Any]]:
