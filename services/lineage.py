@@ -51,10 +51,10 @@ _TOPIC_KINDS = {
 
 # Fields naming where a memory came from: followed, each source a subtree.
 SOURCE_FIELDS = {
-    "source_note_id": "source note",
-    "absorbed_ids": "absorbed",
-    "sources": "merged from",
-    "old": "supersedes",
+    "source_note_id": ("source note", "note"),
+    "absorbed_ids": ("absorbed", "node"),
+    "sources": ("merged from", "note"),
+    "old": ("supersedes", "note"),
 }
 # Fields naming where it went or where it sits: shown as references, not followed.
 REFERENCE_FIELDS = {
@@ -161,8 +161,9 @@ class _Walk:
         for e in events:
             for name, value in vars(e).items():
                 if name in SOURCE_FIELDS and value:
+                    relation, source_kind = SOURCE_FIELDS[name]
                     for i in _ids(value):
-                        sub = self.tree(i, SOURCE_FIELDS[name], depth + 1)
+                        sub = self.tree(i, relation, depth + 1, source_kind)
                         if sub is not None:
                             out.append(sub)
                 elif name in REFERENCE_FIELDS and value:

@@ -12,10 +12,14 @@ from uuid import UUID, uuid4
 import pytest
 
 from engram.domain.ids import message_id_for_key
+from engram.services import lineage
 from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.errors import NotFound
 from engram.services.lineage import why_text
+from tests.integration.test_memory_links import _being, _steps
+from tests.integration.test_memory_links import _node as _link_node
 from tests.patrol_support import ScriptedLLM, merge_first_two, note_scenes, scene
 from tests.session_support import CHAT, T0, chat, summarize
 from tests.support import SeededIds, SteppingClock
@@ -177,3 +181,60 @@ def test_unknown_ids_and_another_beings_ids_are_not_found(with_llm) -> None:
         engram.why.why("Aria", "node", str(uuid4()))
     with pytest.raises(NotFound):  # a note's id asked as a node
         engram.why.why("Aria", "node", notes[0])
+
+
+def test_a_merged_note_shows_its_sources_and_the_models_answer(with_llm) -> None:
+    texts = ["Mina prefers tea in the morning", "Mina drinks no coffee after noon"]
+    summary = {"summary": "Mina prefers tea in the morning and drinks no coffee after noon"}
+    engram = with_llm(ScriptedLLM({"merge_notes": summary}, fallback={}))
+    engram.beings.register("Aria")
+    taken = engram.notes.take_many(
+        "Aria", [NoteInput(kind="preference", text=t, idempotency_key=f"p-{i}") for i, t in enumerate(texts)]
+    )
+    sources = [n.note_id for n in taken.notes]
+    merged = engram.note_lifecycle.merge("Aria", sources)
+
+    tree = engram.why.why("Aria", "note", merged.note_id)["tree"]
+
+    assert [c["id"] for c in tree["children"] if c["relation"] == "merged from"] == sources
+    assert {c["events"][0]["detail"]["idempotency_key"] for c in tree["children"] if not c.get("ref")} == {
+        "p-0",
+        "p-1",
+    }
+    [decision] = [d for d in tree["decisions"] if d["task"] == "Note.Merged"]
+    assert decision["source"] == "event" and decision["model"] == merged.model and decision["method"] == "llm"
+    assert summary["summary"] in decision["raw_answer"] and decision["prompt_version"]
+    old = engram.why.why("Aria", "note", sources[0])["tree"]
+    assert "Note.Superseded" in _types(old) and _child(old, "superseded by")["id"] == merged.note_id
+
+
+def test_a_tree_is_bounded_and_says_so(with_llm, monkeypatch: pytest.MonkeyPatch) -> None:
+    engram, _, dead = _merged(with_llm)
+    monkeypatch.setattr(lineage, "MAX_AGGREGATES", 1)
+
+    report = engram.why.why("Aria", "node", dead["id"])
+
+    assert report["truncated"] is True
+    assert _child(report["tree"], "source note") == {
+        "kind": "note",
+        "id": _child(report["tree"], "source note")["id"],
+        "relation": "source note",
+        "ref": True,
+    }
+    assert "(truncated: at most 1 memories" in why_text(report)
+
+
+def test_a_nodes_links_hang_on_its_tree(engram: Engram) -> None:
+    being, root = _being(engram, "Ada")
+    _steps(engram)
+    a = _link_node(engram, root, 0)
+    b = _link_node(engram, root, 40)  # cos 40° = 0.766: linked to a, recorded on one of the two
+    engram.sleep.dream("Ada")
+
+    linked: dict[str, list[str]] = {}
+    for node in (a, b):
+        links = _child(engram.why.why("Ada", "node", str(node.id))["tree"], "links")
+        assert links["kind"] == "links" and links["events"][0]["type"] == "MemoryLinks.Linked"
+        linked[str(node.id)] = [x["id"] for x in links["events"][0]["detail"]["links"]]
+    assert sorted(linked.values()) == [[], [str(a.id)]] or sorted(linked.values()) == [[], [str(b.id)]]
+    assert sum(linked.values(), []) != [next(k for k, v in linked.items() if v)]  # never itself
