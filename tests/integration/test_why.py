@@ -76,7 +76,9 @@ def test_a_merged_node_shows_its_sources_the_llm_decision_and_where_it_went(with
     assert _types(tree)[0] == "MemoryNode.Created" and "MemoryNode.Absorbed" in _types(tree)
     positions = [e["position"] for e in tree["events"]]
     assert all(isinstance(p, int) for p in positions) and positions == sorted(positions)
-    logged = {(x["aggregate_id"], x["version"]): x["position"] for x in engram.audit.log(being="Aria", limit=1000)}
+    logged = {
+        (x["aggregate_id"], x["version"]): x["position"] for x in engram.audit.log(being="Aria", limit=1000)
+    }
     assert positions == [logged[(dead["id"], e["version"])] for e in tree["events"]]  # the log's own
     [decision] = [d for d in tree["decisions"] if d["task"] == "consolidate_cluster"]
     assert decision["source"] == "patrol" and decision["model"] == "scripted-reasoning"
