@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse, urlunparse
-from uuid import UUID
 
 from engram.projections.engine import Projection
 from engram.projections.vector_index import VectorIndex
@@ -22,7 +21,7 @@ from engram.services.aggregate_cache import AggregateCache
 from engram.services.audit import AuditQueries
 from engram.services.beings import BeingCommands
 from engram.services.config import Settings
-from engram.services.lineage import WhyQueries
+from engram.services.lineage import ViewsIndex, WhyQueries
 from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
@@ -231,14 +230,8 @@ class Engram:
 
     @cached_property
     def why(self) -> WhyQueries:
-        """`engram why` (ADR 0068): a session's conversation is the one view it reads."""
-
-        def session_conversation(being_id: UUID, session_id: UUID) -> UUID | None:
-            self.views.ensure(names=["conversations"], being=being_id)
-            row = self.views.conversations.session(being_id, session_id)
-            return UUID(str(row["conversation_id"])) if row is not None else None
-
-        return WhyQueries(self.store, session_conversation)
+        """`engram why` (ADR 0068)."""
+        return WhyQueries(self.store, ViewsIndex(self.views))
 
     @cached_property
     def reading(self) -> Reading:

@@ -17,9 +17,8 @@ and a cluster reads the patrol runs of its being's last `MAX_RUNS` cycles.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from engram.domain.being import Being
@@ -31,6 +30,9 @@ from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import NotFound
 from engram.services.jsonview import event_payload, event_type
 from engram.services.store import AggregateStore
+
+if TYPE_CHECKING:
+    from engram.services.views import Views
 
 WHY_KINDS = ("node", "cluster", "note", "fact", "session", "message")
 MAX_AGGREGATES = 64
@@ -69,6 +71,31 @@ REFERENCE_FIELDS = {
 }
 
 
+class LineageIndex(Protocol):
+    """The two look-ups by id the log cannot answer without a scan, answered by the views."""
+
+    def session_conversation(self, being_id: UUID, session_id: UUID) -> UUID | None: ...
+
+    def importance_scoring(self, being_id: UUID, memory_id: UUID) -> UUID | None: ...
+
+
+class ViewsIndex:
+    """`LineageIndex` on the conversations view (a session's conversation) and the importance view
+    (the `ImportanceScoring` that last answered for a memory)."""
+
+    def __init__(self, views: Views) -> None:
+        self.views = views
+
+    def session_conversation(self, being_id: UUID, session_id: UUID) -> UUID | None:
+        self.views.ensure(names=["conversations"], being=being_id)
+        row = self.views.conversations.session(being_id, session_id)
+        return UUID(str(row["conversation_id"])) if row is not None else None
+
+    def importance_scoring(self, being_id: UUID, memory_id: UUID) -> UUID | None:
+        self.views.ensure(names=["importance"], being=being_id)
+        return self.views.importance.scored_by(being_id, memory_id)
+
+
 def undo_records(store: AggregateStore, aggregate_id: UUID) -> list[dict[str, Any]]:
     """The hook for undo (issue #13, helper H): the undo decisions that name `aggregate_id`, as
     decision entries. Undo's compensating events already show among the aggregate's own events."""
@@ -95,6 +122,7 @@ def _mentions(decision: dict[str, Any], ids: set[str]) -> bool:
 @dataclass
 class _Walk:
     store: AggregateStore
+    index: LineageIndex
     being_id: UUID
     expanded: set[UUID] = field(default_factory=set)
     truncated: bool = False
@@ -146,6 +174,7 @@ class _Walk:
         node["decisions"] = (
             _answered(node["events"])
             + self.decisions(found, aggregate_id, events)
+            + self.importance(found, aggregate_id)
             + undo_records(self.store, aggregate_id)
         )
         node["children"] = self.children(found, events, depth)
@@ -233,6 +262,36 @@ class _Walk:
                 )
         return out
 
+    def importance(self, kind: str | None, memory_id: UUID) -> list[dict[str, Any]]:
+        """The importance scoring (dreaming, ADR 0061) that last answered or refused for the memory."""
+        if kind not in ("node", "fact", "message", "note"):
+            return []
+        scoring_id = self.index.importance_scoring(self.being_id, memory_id)
+        if scoring_id is None:
+            return []
+        positions = self.store.positions(scoring_id)
+        out = []
+        for e in self.store.events(scoring_id)[1:]:  # after Opened: each answer, accepted or refused
+            scores = getattr(e, "scores", {})
+            named = str(memory_id) in scores or str(memory_id) in getattr(e, "memory_ids", [])
+            if not named and str(memory_id) not in getattr(e, "missing", []):
+                continue
+            refused = getattr(e, "code", None)
+            out.append(
+                {
+                    "source": "importance",
+                    "position": positions.get(e.originator_version),
+                    "at": e.timestamp.isoformat(),
+                    "task": event_type(e),
+                    "model": e.model,
+                    "prompt_version": e.prompt_version,
+                    "raw_answer": e.answer,
+                    "score": scores.get(str(memory_id)),
+                    "validation": f"refused ({refused}): {e.reason}" if refused else "accepted",
+                }
+            )
+        return out
+
     def extraction(self, message_id: UUID) -> list[dict[str, Any]]:
         x_id = extraction_id_for_message(message_id)
         events = self.store.events(x_id)
@@ -310,11 +369,9 @@ def _unique(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 class WhyQueries:
     """`why`: read-only, scoped to one being."""
 
-    def __init__(
-        self, store: AggregateStore, session_conversation: Callable[[UUID, UUID], UUID | None]
-    ) -> None:
+    def __init__(self, store: AggregateStore, index: LineageIndex) -> None:
         self.store = store
-        self.session_conversation = session_conversation
+        self.index = index
 
     def why(self, being_ref: str, kind: str, ref: str) -> dict[str, Any]:
         if kind not in WHY_KINDS:
@@ -323,9 +380,9 @@ class WhyQueries:
         as_id = parse_uuid(ref)
         if as_id is None:
             raise InvalidInput(f"{ref!r} is not an id")
-        walk = _Walk(self.store, being.id)
+        walk = _Walk(self.store, self.index, being.id)
         if kind == "session":
-            conversation = self.session_conversation(being.id, as_id)
+            conversation = self.index.session_conversation(being.id, as_id)
             tree = walk.session(as_id, conversation) if conversation is not None else None
         else:
             tree = walk.tree(as_id, "subject", 0, kind)

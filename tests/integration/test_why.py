@@ -17,9 +17,12 @@ from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import NoteInput
 from engram.services.config import Settings
 from engram.services.errors import NotFound
+from engram.services.importance_prompts import IMPORTANCE_PROMPT_VERSION
 from engram.services.lineage import why_text
 from tests.integration.test_memory_links import _being, _steps
 from tests.integration.test_memory_links import _node as _link_node
+from tests.integration.test_sleep_compacting import _compacting_only, _say, scores_of
+from tests.integration.test_sleep_compacting import _llm as _importance_llm
 from tests.patrol_support import ScriptedLLM, merge_first_two, note_scenes, scene
 from tests.session_support import CHAT, T0, chat, summarize
 from tests.support import SeededIds, SteppingClock
@@ -243,3 +246,19 @@ def test_a_nodes_links_hang_on_its_tree(engram: Engram) -> None:
     [recorder] = [k for k, v in linked.items() if v]  # the pair is recorded once, on one end
     [other] = [k for k in linked if k != recorder]
     assert linked[recorder] == [other] and linked[other] == []
+
+
+def test_a_message_shows_the_importance_scoring_that_answered_for_it(with_llm) -> None:
+    llm = _importance_llm(scores_of(7))
+    engram = _compacting_only(with_llm(llm))
+    being_id = UUID(engram.beings.register("Ada").being_id)
+    _say(engram, 3)
+    engram.sleep.sleep("Ada", hours=2)
+    engram.sleep.tick("Ada")
+
+    tree = engram.why.why("Ada", "message", str(message_id_for_key(being_id, "m1")))["tree"]
+
+    [scored] = [d for d in tree["decisions"] if d["source"] == "importance"]
+    assert scored["task"] == "ImportanceScoring.Scored" and scored["score"] == 7
+    assert scored["model"] == "scripted-fast" and scored["prompt_version"] == IMPORTANCE_PROMPT_VERSION
+    assert scored["raw_answer"] and scored["validation"] == "accepted" and isinstance(scored["position"], int)
