@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uuid import UUID
 
 from engram.domain.being import Being
+from engram.domain.compaction import compaction_id_for
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import extraction_id_for_message, message_id_for_key, node_id_for_note, patrol_run_id
 from engram.domain.links import links_id_for
@@ -307,13 +308,32 @@ class _Walk:
             for e in events[1:]  # after Opened: each attempt, with the model's answer or its failure
         ]
 
+    def compaction(self, session_id: UUID) -> list[dict[str, Any]]:
+        """The context compactions of a session (dreaming, ADR 0067): their synthesis or refusal."""
+        compaction_id = compaction_id_for(self.being_id, session_id)
+        events = self.store.events(compaction_id)
+        if not events or getattr(events[0], "being_id", None) != self.being_id:
+            return []
+        positions = self.store.positions(compaction_id)
+        return [
+            {
+                "source": "compaction",
+                "position": positions.get(e.originator_version),
+                "at": e.timestamp.isoformat(),
+                "task": event_type(e),
+                **{k: v for k, v in event_payload(e).items() if k != "being_id"},
+                "raw_answer": getattr(e, "answer", None),
+            }
+            for e in events[1:]  # after Started: each compaction, made or refused
+        ]
+
     def session(self, session_id: UUID, conversation_id: UUID) -> dict[str, Any] | None:
         events = self.events(conversation_id)
         if events is None:
             return None
         mine = [e for e in events if getattr(e, "session_id", None) == session_id]
         entries = self.entries(conversation_id, mine)
-        decisions = _answered(entries)
+        decisions = _answered(entries) + self.compaction(session_id)
         children = [
             sub
             for e in mine
