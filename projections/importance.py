@@ -49,6 +49,7 @@ IMPORTANCE_SCORES = TableSpec(
         "version": "text",  # the heuristic's version, or the LLM prompt's; None when given
         "attempts": "int",  # LLM answers refused for it (at MAX_ATTEMPTS it keeps its heuristic)
         "sensitive": "int",  # 1: never sent to an LLM
+        "scored_by": "id",  # the ImportanceScoring that last answered or refused for it (`engram why`)
     },
     indexes=(
         Index("being", ("being_id", "position")),
@@ -61,7 +62,9 @@ VIEW = "importance"
 
 class ImportanceView(Projection):
     name = VIEW
-    schema_version = 2  # 2: heuristic-2 features, notes, scenes scored heuristically, LLM scores
+    schema_version = (
+        3  # 2: heuristic-2 features, notes, scenes scored heuristically, LLM scores; 3: scored_by
+    )
     tables = (IMPORTANCE_SCORES,)
 
     def _put(
@@ -79,15 +82,25 @@ class ImportanceView(Projection):
                 "version": HEURISTIC_VERSION if method == "heuristic" else None,
                 "attempts": 0,
                 "sensitive": int(sensitive),
+                "scored_by": None,
             }
         )
 
     def _rescore(
-        self, batch: Batch, memory_id: UUID | str, poignancy: int, method: str, version: str | None = None
+        self,
+        batch: Batch,
+        memory_id: UUID | str,
+        poignancy: int,
+        method: str,
+        version: str | None = None,
+        scored_by: UUID | None = None,
     ) -> None:
         row = batch.importance_scores.get(batch.conn, str(memory_id))
         if row is not None:
-            batch.importance_scores.put({**row, "poignancy": poignancy, "method": method, "version": version})
+            changed = {**row, "poignancy": poignancy, "method": method, "version": version}
+            if scored_by is not None:
+                changed["scored_by"] = str(scored_by)
+            batch.importance_scores.put(changed)
 
     @handles(MemoryNode.Created)
     def _node(self, batch: Batch, e: MemoryNode.Created) -> None:
@@ -132,18 +145,20 @@ class ImportanceView(Projection):
     @handles(ImportanceScoring.Scored)
     def _llm_scored(self, batch: Batch, e: ImportanceScoring.Scored) -> None:
         for memory_id, score in e.scores.items():
-            self._rescore(batch, memory_id, score, "llm", e.prompt_version)
-        self._refused(batch, e.missing)
+            self._rescore(batch, memory_id, score, "llm", e.prompt_version, e.originator_id)
+        self._refused(batch, e.missing, e.originator_id)
 
     @handles(ImportanceScoring.Refused)
     def _llm_refused(self, batch: Batch, e: ImportanceScoring.Refused) -> None:
-        self._refused(batch, e.memory_ids)
+        self._refused(batch, e.memory_ids, e.originator_id)
 
-    def _refused(self, batch: Batch, memory_ids: Sequence[str]) -> None:
+    def _refused(self, batch: Batch, memory_ids: Sequence[str], scored_by: UUID) -> None:
         for memory_id in memory_ids:
             row = batch.importance_scores.get(batch.conn, memory_id)
             if row is not None and row["method"] == "heuristic":
-                batch.importance_scores.put({**row, "attempts": int(row["attempts"]) + 1})
+                batch.importance_scores.put(
+                    {**row, "attempts": int(row["attempts"]) + 1, "scored_by": str(scored_by)}
+                )
 
     @handles(Fact.Stated)
     def _fact(self, batch: Batch, e: Fact.Stated) -> None:
@@ -186,6 +201,12 @@ class ImportanceReads:
             [str(being_id), int(after_position)],
             f"ORDER BY poignancy DESC, position DESC LIMIT {int(limit)}",
         )
+
+    def scored_by(self, being_id: UUID, memory_id: UUID) -> UUID | None:
+        """The ImportanceScoring that last answered or refused for one memory (`engram why`)."""
+        rows = self._select("id = ? AND being_id = ?", [str(memory_id), str(being_id)])
+        found = rows[0]["scored_by"] if rows else None
+        return UUID(str(found)) if found else None
 
     _LLM_PENDING = "being_id = ? AND method = 'heuristic' AND sensitive = 0 AND attempts < ?"
 

@@ -21,6 +21,7 @@ from engram.services.aggregate_cache import AggregateCache
 from engram.services.audit import AuditQueries
 from engram.services.beings import BeingCommands
 from engram.services.config import Settings
+from engram.services.lineage import ViewsIndex, WhyQueries
 from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
@@ -226,6 +227,11 @@ class Engram:
     @cached_property
     def audit(self) -> AuditQueries:
         return AuditQueries(self.store)
+
+    @cached_property
+    def why(self) -> WhyQueries:
+        """`engram why` (ADR 0068)."""
+        return WhyQueries(self.store, ViewsIndex(self.views))
 
     @cached_property
     def reading(self) -> Reading:

@@ -191,6 +191,10 @@ class EventStore(EventSource, Protocol):
 
     def decode(self, notification: Notification) -> object: ...
 
+    def positions(self, aggregate_id: UUID) -> dict[int, int]:
+        """Each version of one aggregate with its log position."""
+        ...
+
 
 class ViewStorage(Protocol):
     """Where the views live: a database per view (a SQLite file, or a table prefix in PostgreSQL)."""

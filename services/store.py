@@ -159,6 +159,10 @@ class AggregateStore:
     def head(self) -> int:
         return self.log.head()
 
+    def positions(self, aggregate_id: UUID) -> dict[int, int]:
+        """Version -> log position of one aggregate's events."""
+        return self.log.positions(aggregate_id)
+
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> Sequence[Notification]:

@@ -554,6 +554,9 @@ _sleep.register(cli, command)  # `engram sleep|wake|mode|dream` (ADR 0060)
 from engram.adapters.cli import links_cmds as _links  # noqa: E402
 
 _links.register(cli, command)  # `engram links` (ADR 0062)
+from engram.adapters.cli import why_cmds as _why  # noqa: E402
+
+_why.register(cli, command)  # `engram why` (ADR 0068)
 
 
 def main() -> None:

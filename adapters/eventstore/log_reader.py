@@ -64,6 +64,28 @@ class EventLogSource:
             row = (found[0].originator_id, found[0].originator_version) if found else None
         return None if row is None else event_key(row[0], int(row[1]))
 
+    def positions(self, aggregate_id: UUID) -> dict[int, int]:
+        """Each version of one aggregate with its log position (`engram why`, ADR 0068): one read on
+        the events table's primary key, whatever the size of the log."""
+        recorder = self.app.recorder
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            sql = (
+                f"SELECT originator_version, rowid FROM {recorder.events_table_name} WHERE originator_id = ?"
+            )
+            with recorder.datastore.transaction(commit=False) as c:
+                c.execute(sql, [aggregate_id.hex])  # stored as batch_reads.py reads them
+                return {int(v): int(p) for v, p in c.fetchall()}
+        if on_postgres(recorder):
+            from psycopg.rows import tuple_row
+
+            table = pg_events_table(recorder)
+            sql = f"SELECT originator_version, notification_id FROM {table} WHERE originator_id = %s"
+            key: Any = aggregate_id if recorder.datastore.originator_id_type == "uuid" else str(aggregate_id)
+            with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+                curs.execute(sql.encode(), [key])
+                return {int(v): int(p) for v, p in curs.fetchall()}
+        return {}
+
     def notifications(
         self, start: int, limit: int, topics: Sequence[str] = (), stop: int | None = None
     ) -> Sequence[Notification]:

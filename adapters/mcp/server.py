@@ -502,6 +502,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.link_tools import add_link_tools
 
     add_link_tools(server, session)  # `links` (ADR 0062)
+    from engram.adapters.mcp.why_tools import add_why_tools
+
+    add_why_tools(server, session)  # `why` (ADR 0068)
     from engram.adapters.mcp.sleep_tools import add_sleep_tools
 
     add_sleep_tools(

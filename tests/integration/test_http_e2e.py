@@ -842,6 +842,26 @@ def test_links_over_the_wire(world: World) -> None:
     assert c.post("/v1/beings/Lin/query", json={"query": "x", "links": "maybe"}).status_code == 422
 
 
+def test_why_over_the_wire(world: World) -> None:
+    """`GET /v1/beings/{being}/why/{kind}/{id}` (ADR 0068): the lineage tree; a being token reads only
+    its being (another being's id is 404, as an unknown one); an unknown kind is 422."""
+    c = world.client(world.tokens["Aria"])
+    node, bo_node = world.nodes["Aria"][0], world.nodes["Bo"][0]
+    found = _ok(c.get(f"/v1/beings/Aria/why/node/{node}"))
+    assert found["tree"]["id"] == node and found["tree"]["events"][0]["type"] == "MemoryNode.Created"
+    assert isinstance(found["tree"]["events"][0]["position"], int)
+    assert _child_relations(found["tree"]) >= {"source note", "cluster"}
+    _problem(c.get(f"/v1/beings/Aria/why/node/{bo_node}"), 404)
+    _problem(c.get(f"/v1/beings/Aria/why/node/{uuid.uuid4()}"), 404)
+    _problem(c.get(f"/v1/beings/Bo/why/node/{bo_node}"), 404)  # not Aria's token's being
+    assert world.as_admin.get(f"/v1/beings/Bo/why/node/{bo_node}").status_code == 200
+    assert c.get(f"/v1/beings/Aria/why/planet/{node}").status_code == 422
+
+
+def _child_relations(tree: dict[str, Any]) -> set[str]:
+    return {child["relation"] for child in tree["children"]}
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

@@ -69,6 +69,7 @@ TOOLS = {
     "sleep",
     "dream",
     "links",  # ADR 0062
+    "why",  # ADR 0068
 }
 
 
@@ -203,6 +204,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "cluster_bad": ("recall_memory", {"cluster_id": "not-a-uuid"}),
             "links": ("links", {}),  # ADR 0062
             "links_bad": ("links", {"node": "not-a-uuid"}),
+            "why_unknown": ("why", {"kind": "node", "id": "00000000-0000-0000-0000-000000000001"}),
         }
         out = {}
         for key, (name, args) in names.items():
@@ -213,6 +215,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         )
         cluster = out["query"].structured_content["memories"][0]["cluster_id"]
         out["cluster"] = await session.call_tool("recall_memory", {"cluster_id": cluster})
+        out["why"] = await session.call_tool("why", {"kind": "cluster", "id": cluster})  # ADR 0068
         return out
 
     with (tmp_path / "server.stderr").open("w+", encoding="utf-8") as errlog:
@@ -237,8 +240,10 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         "cluster_other_being",
         "cluster_bad",
         "links_bad",
+        "why_unknown",
     }, errors
     assert ok["links"].structured_content["links"] == [] and "node" in errors["links_bad"]
+    assert ok["why"].structured_content["tree"]["kind"] == "cluster" and "not found" in errors["why_unknown"]
     # recall: the fragment stream, or an empty result without a tag
     text = _text(ok["recall"])
     assert text.startswith("<memory>") and text.endswith("</memory>") and PLANTED in text
