@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from engram.services.sessions import Sessions
     from engram.services.sleep import DreamStep, SleepCycle
     from engram.services.spaces import SpaceCommands
+    from engram.services.undo import UndoCommands
 
 
 @dataclass
@@ -226,6 +227,13 @@ class Engram:
     @cached_property
     def audit(self) -> AuditQueries:
         return AuditQueries(self.store)
+
+    @cached_property
+    def undo(self) -> UndoCommands:
+        """Undo of a recorded decision (ADR 0072); admins only, no MCP tool."""
+        from engram.services.undo import UndoCommands
+
+        return UndoCommands(self.store, self.clock)
 
     @cached_property
     def reading(self) -> Reading:

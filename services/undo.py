@@ -1,0 +1,247 @@
+"""`engram undo DECISION_ID`: reverse one recorded decision with compensating events (ADR 0072).
+
+A decision is named `NODE_ID@VERSION`: the survivor node and the version of its `AbsorbedNodes` event,
+as `engram history node NODE_ID` prints it. Undo never deletes an event: it saves an `Undo` record and
+the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed` on each absorbed node) in
+one transaction, so the views follow and a rebuild gives the same views.
+
+A decision that later events depend on (the survivor absorbed more nodes, or was itself absorbed) is
+refused with the dependents named; with `cascade` the dependents are undone first, newest first.
+What no undo can reverse (an absorbed node revived since, its cluster deleted) is refused always.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from engram.domain.cluster import Cluster
+from engram.domain.errors import InvalidInput
+from engram.domain.node import MemoryNode
+from engram.domain.undo import Undo, undo_id_for
+from engram.services.beings import parse_uuid, resolve_being
+from engram.services.errors import Conflict, NotFound
+from engram.services.ports import Clock
+from engram.services.store import AggregateStore
+
+CONSOLIDATION = "consolidation"
+
+# Events on an absorbed node after its merge that an undo may pass over: a read of a dead node.
+_HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated,)
+
+
+class AlreadyUndone(Conflict):
+    code = "already_undone"
+
+
+class UndoRefused(Conflict):
+    """Later events depend on the decision: the message names them."""
+
+    code = "undo_refused"
+
+
+@dataclass(frozen=True)
+class UndoStep:
+    """One decision to reverse: the survivor at `version`, and the nodes it absorbed then."""
+
+    decision: str
+    kind: str
+    survivor: UUID
+    version: int
+    released: list[UUID]
+    absorbed_versions: dict[UUID, int]
+
+    def describe(self) -> str:
+        ids = ", ".join(str(i) for i in self.released)
+        return f"undo {self.kind} {self.decision}: node {self.survivor} gives back {ids}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "kind": self.kind,
+            "survivor": str(self.survivor),
+            "released": [str(i) for i in self.released],
+        }
+
+
+@dataclass
+class UndoPlan:
+    decision: str
+    steps: list[UndoStep] = field(default_factory=list)
+    dependents: list[str] = field(default_factory=list)
+    blockers: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "decision": self.decision,
+            "steps": [s.as_dict() for s in self.steps],
+            "dependents": list(self.dependents),
+            "blockers": list(self.blockers),
+        }
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    plan: UndoPlan
+    applied: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.plan.as_dict(), "applied": self.applied}
+
+
+def parse_decision(decision: str) -> tuple[UUID, int]:
+    ref, sep, version = decision.strip().partition("@")
+    node_id = parse_uuid(ref)
+    if not sep or node_id is None or not version.isdigit() or int(version) < 1:
+        raise InvalidInput(
+            f"{decision!r} is not a decision id; a decision is NODE_ID@VERSION, the version of the "
+            "survivor's AbsorbedNodes event as `engram history node NODE_ID` shows it"
+        )
+    return node_id, int(version)
+
+
+class UndoCommands:
+    def __init__(self, store: AggregateStore, clock: Clock) -> None:
+        self.store = store
+        self.clock = clock
+
+    # -- planning -------------------------------------------------------------------------------
+
+    def plan(self, being: str, decision: str, *, cascade: bool = False) -> UndoPlan:
+        being_id = resolve_being(self.store, being).id
+        node_id, version = parse_decision(decision)
+        name = f"{node_id}@{version}"
+        if self.store.find(Undo, undo_id_for(being_id, name)) is not None:
+            raise AlreadyUndone(f"decision {name} is already undone")
+        plan = UndoPlan(name)
+        self._collect(being_id, node_id, version, plan, cascade=cascade, seen=set())
+        return plan
+
+    def _collect(
+        self, being_id: UUID, node_id: UUID, version: int, plan: UndoPlan, *, cascade: bool, seen: set[str]
+    ) -> None:
+        name = f"{node_id}@{version}"
+        if name in seen:
+            return
+        seen.add(name)
+        events = self.store.events(node_id)
+        if not events or getattr(events[0], "being_id", None) != being_id:
+            raise NotFound(f"decision {name} not found: no node {node_id} in this being")
+        if version > len(events):
+            raise NotFound(f"decision {name} not found: node {node_id} has versions 1 to {len(events)}")
+        merged = events[version - 1]
+        if not isinstance(merged, MemoryNode.AbsorbedNodes):
+            raise InvalidInput(
+                f"{name} is a {type(merged).__name__} event, not a decision undo can reverse "
+                "(a consolidation: the survivor's AbsorbedNodes event)"
+            )
+        absorbed_versions: dict[UUID, int] = {}
+        for absorbed_id in merged.absorbed_ids:
+            absorbed_versions[absorbed_id] = self._check_absorbed(absorbed_id, node_id, merged, plan)
+        for later in events[version:]:
+            dependent = self._dependent(being_id, node_id, later)
+            if dependent is None:
+                continue
+            if cascade:
+                dep_node, dep_version = parse_decision(dependent)
+                self._collect(being_id, dep_node, dep_version, plan, cascade=True, seen=seen)
+            else:
+                plan.dependents.append(dependent)
+        plan.steps.append(
+            UndoStep(name, CONSOLIDATION, node_id, version, list(merged.absorbed_ids), absorbed_versions)
+        )
+
+    def _undone(self, being_id: UUID, decision: str) -> bool:
+        return self.store.find(Undo, undo_id_for(being_id, decision)) is not None
+
+    def _dependent(self, being_id: UUID, node_id: UUID, later: Any) -> str | None:
+        """The decision a later event of the survivor belongs to, if it is a merge still in force."""
+        if isinstance(later, MemoryNode.AbsorbedNodes):
+            decision = f"{node_id}@{later.originator_version}"
+        elif isinstance(later, MemoryNode.Absorbed):
+            [merge] = [
+                e
+                for e in self.store.events(later.survivor_id)
+                if isinstance(e, MemoryNode.AbsorbedNodes)
+                and node_id in e.absorbed_ids
+                and e.timestamp == later.timestamp
+            ]
+            decision = f"{later.survivor_id}@{merge.originator_version}"
+        else:
+            return None
+        return None if self._undone(being_id, decision) else decision
+
+    def _check_absorbed(self, absorbed_id: UUID, survivor: UUID, merged: Any, plan: UndoPlan) -> int:
+        events = self.store.events(absorbed_id)
+        [absorbed] = [
+            e
+            for e in events
+            if isinstance(e, MemoryNode.Absorbed)
+            and e.survivor_id == survivor
+            and e.timestamp == merged.timestamp
+        ]
+        for later in events[absorbed.originator_version :]:
+            if not isinstance(later, _HARMLESS_AFTER_ABSORBED):
+                plan.blockers.append(
+                    f"node {absorbed_id} has changed since the merge ({type(later).__name__} at version "
+                    f"{later.originator_version})"
+                )
+        node = self.store.get(MemoryNode, absorbed_id)
+        cluster = self.store.get(Cluster, node.cluster_id)
+        if cluster.deleted:
+            plan.blockers.append(f"node {absorbed_id}'s cluster {cluster.id} was deleted since the merge")
+        return int(absorbed.originator_version)
+
+    # -- undoing --------------------------------------------------------------------------------
+
+    def undo(
+        self,
+        being: str,
+        decision: str,
+        *,
+        reason: str,
+        cascade: bool = False,
+        dry_run: bool = False,
+    ) -> UndoResult:
+        if not reason.strip():
+            raise InvalidInput("an undo needs a reason (--reason)")
+        plan = self.plan(being, decision, cascade=cascade)
+        if plan.blockers:
+            raise UndoRefused(f"decision {plan.decision} cannot be undone: " + "; ".join(plan.blockers))
+        if plan.dependents:
+            raise UndoRefused(
+                f"decision {plan.decision} has later decisions that depend on it: "
+                + ", ".join(plan.dependents)
+                + " (undo them first, or use --cascade)"
+            )
+        if dry_run:
+            return UndoResult(plan, applied=False)
+        being_id = resolve_being(self.store, being).id
+        for step in plan.steps:
+            self._apply(being_id, step, reason, None if step.decision == plan.decision else plan.decision)
+        return UndoResult(plan, applied=True)
+
+    def _apply(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:
+        at = self.clock.now()
+        undo = Undo.record(
+            being_id,
+            step.decision,
+            step.kind,
+            reason,
+            [str(step.survivor), *(str(i) for i in step.released)],
+            at,
+            cascade_of=cascade_of,
+        )
+        survivor = self.store.get(MemoryNode, step.survivor, being_id=being_id)
+        before = self.store.get(MemoryNode, step.survivor, version=step.version - 1)
+        survivor.undo_absorption(before, step.released, undo.id, at)
+        changed: list[MemoryNode] = [survivor]
+        for absorbed_id in step.released:
+            node = self.store.get(MemoryNode, absorbed_id, being_id=being_id)
+            node_before = self.store.get(
+                MemoryNode, absorbed_id, version=step.absorbed_versions[absorbed_id] - 1
+            )
+            node.unabsorb(node_before, self.store.get(Cluster, node.cluster_id), undo.id, at)
+            changed.append(node)
+        self.store.save(undo, *changed)

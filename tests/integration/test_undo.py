@@ -1,0 +1,172 @@
+"""`engram undo`: a patrol's consolidation reversed with compensating events (ADR 0072)."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import pytest
+
+from engram.domain.errors import InvalidInput
+from engram.domain.node import MemoryNode
+from engram.domain.undo import Undo, undo_id_for
+from engram.services.errors import NotFound
+from engram.services.undo import AlreadyUndone, UndoRefused
+from tests.patrol_support import ScriptedLLM, history_types, merge_first_two, note_scenes, scene
+
+A, B, C = (
+    "Walked the dog along the river",
+    "Walked the dog, then painted a watercolor of tulips",
+    "Walked the dog again by the river at dawn",
+)
+
+
+def _merges(engram: Any, being_id: UUID) -> list[str]:
+    """Every consolidation of the being as a decision id (`NODE@VERSION`), oldest first."""
+    out: list[tuple[str, str]] = []
+    for node in engram.views.read.nodes(being_id):
+        for e in engram.audit.history("node", node["id"]):
+            if e["type"] == "MemoryNode.AbsorbedNodes":
+                out.append((e["timestamp"], f"{node['id']}@{e['version']}"))
+    return [d for _, d in sorted(out)]
+
+
+def _views(engram: Any, being_id: UUID) -> dict[str, Any]:
+    """What a reader sees: node rows, cluster counts, full-text hits and vector hits."""
+    engram.views.ensure()
+    nodes = {n["action"]: n for n in engram.views.read.nodes(being_id)}
+    clusters = {c["name"]: c for c in engram.views.read.clusters(being_id)}
+    keys = sorted(k for k, _ in engram.views.search.keywords(being_id, ["dog"]))
+    vector = np.asarray(engram.embedder.embed([A])[0].floats(), dtype=np.float32)
+    hits = engram.views.vectors.similar_nodes(
+        being_id, engram.embedder.model_id, vector, 10, statuses=["active"]
+    )
+    return {"nodes": nodes, "clusters": clusters, "keys": keys, "hits": sorted(str(i) for i, _ in hits)}
+
+
+def _merged(engram: Any) -> tuple[UUID, str]:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    note_scenes(engram, "Aria", [scene(A, "2021-01-03"), scene(B, "2022-02-14")])
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    assert len(engram.views.read.nodes(being_id, statuses=["dead"])) == 1
+    [decision] = _merges(engram, being_id)
+    return being_id, decision
+
+
+def test_undo_of_a_consolidation_brings_the_absorbed_node_back(engram) -> None:
+    being_id, decision = _merged(engram)
+    survivor_id, version = UUID(decision.split("@")[0]), int(decision.split("@")[1])
+    survivor_before = engram.store.get(MemoryNode, survivor_id, version=version - 1)
+    active_before = sum(c["active_count"] for c in engram.views.read.clusters(being_id))
+
+    result = engram.undo.undo("Aria", decision, reason="the model merged two different walks")
+
+    assert result.applied and [s.decision for s in result.plan.steps] == [decision]
+    after = _views(engram, being_id)
+    assert {a: n["status"] for a, n in after["nodes"].items()} == {A: "active", B: "active"}
+    assert all(n["absorbed_into"] is None for n in after["nodes"].values())
+    # The survivor's `when` and importance are as before the merge; the full text and vectors follow.
+    survivor_row = next(n for n in after["nodes"].values() if n["id"] == str(survivor_id))
+    assert survivor_row["scene"]["when"] == survivor_before.scene["when"]
+    assert survivor_row["importance"] == survivor_before.importance
+    assert engram.store.get(MemoryNode, survivor_id).scene["when"] == survivor_before.scene["when"]
+    assert len(after["keys"]) == 2 and len(after["hits"]) == 2
+    assert sum(c["active_count"] for c in after["clusters"].values()) == active_before + 1
+    # Nothing deleted: the merge is still in the log, followed by its undo, which says why.
+    assert history_types(engram, "node", survivor_id)[-2:] == [
+        "MemoryNode.AbsorbedNodes",
+        "MemoryNode.AbsorptionUndone",
+    ]
+    undo = engram.store.get(Undo, undo_id_for(being_id, decision))
+    assert (undo.decision, undo.kind, undo.reason) == (
+        decision,
+        "consolidation",
+        "the model merged two different walks",
+    )
+
+    # A rebuild reads the same log and gives the same views.
+    engram.views.rebuild_all()
+    assert _views(engram, being_id) == after
+
+
+def test_undo_of_an_undone_decision_is_refused(engram) -> None:
+    _, decision = _merged(engram)
+    engram.undo.undo("Aria", decision, reason="wrong merge")
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo("Aria", decision, reason="again")
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(engram) -> None:
+    being_id, decision = _merged(engram)
+    head = engram.store.head()
+    result = engram.undo.undo("Aria", decision, reason="checking", dry_run=True)
+    assert not result.applied and [s.decision for s in result.plan.steps] == [decision]
+    assert engram.store.head() == head
+    assert engram.store.find(Undo, undo_id_for(being_id, decision)) is None
+
+
+def _merged_twice(engram: Any) -> tuple[UUID, str, str]:
+    """A first merge, then a second patrol that merges the survivor with a new node."""
+    being_id, first = _merged(engram)
+    note_scenes(engram, "Aria", [scene(C, "2023-03-25")])
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    merges = _merges(engram, being_id)
+    assert len(merges) == 2 and merges[0] == first
+    return being_id, first, merges[1]
+
+
+def test_a_decision_later_decisions_depend_on_is_refused_with_them_named(engram) -> None:
+    _, first, second = _merged_twice(engram)
+    head = engram.store.head()
+    with pytest.raises(UndoRefused, match=second):
+        engram.undo.undo("Aria", first, reason="wrong merge")
+    assert engram.store.head() == head
+
+
+def test_cascade_undoes_the_dependents_first(engram) -> None:
+    being_id, first, second = _merged_twice(engram)
+    plan = engram.undo.undo("Aria", first, reason="wrong merges", cascade=True, dry_run=True).plan
+    assert [s.decision for s in plan.steps] == [second, first]
+
+    engram.undo.undo("Aria", first, reason="wrong merges", cascade=True)
+
+    after = _views(engram, being_id)
+    assert {a: n["status"] for a, n in after["nodes"].items()} == {A: "active", B: "active", C: "active"}
+    assert engram.store.get(Undo, undo_id_for(being_id, second)).cascade_of == first
+    engram.views.rebuild_all()
+    assert _views(engram, being_id) == after
+
+
+def test_an_absorbed_node_revived_since_cannot_be_undone(engram) -> None:
+    being_id, decision = _merged(engram)
+    [dead] = engram.views.read.nodes(being_id, statuses=["dead"])
+    node = engram.store.get(MemoryNode, UUID(dead["id"]))
+    node.trigger_event(
+        MemoryNode.Revived, being_id=being_id, timestamp=engram.clock.now(), cycle=1, restarts_clock=True
+    )
+    engram.store.save(node)
+    with pytest.raises(UndoRefused, match="Revived"):
+        engram.undo.undo("Aria", decision, reason="too late", cascade=True)
+
+
+@pytest.mark.parametrize(
+    ("decision", "error", "match"),
+    [
+        ("nonsense", InvalidInput, "not a decision id"),
+        ("00000000-0000-0000-0000-000000000001@2", NotFound, "not found"),
+    ],
+)
+def test_bad_decision_ids_are_refused(engram, decision: str, error: type[Exception], match: str) -> None:
+    engram.beings.register("Aria")
+    with pytest.raises(error, match=match):
+        engram.undo.undo("Aria", decision, reason="x")
+
+
+def test_an_event_that_is_no_decision_is_refused(engram) -> None:
+    _, decision = _merged(engram)
+    survivor = decision.split("@")[0]
+    with pytest.raises(InvalidInput, match="not a decision undo can reverse"):
+        engram.undo.undo("Aria", f"{survivor}@1", reason="x")
