@@ -26,6 +26,7 @@ from engram.services.ports import Clock
 from engram.services.store import AggregateStore
 
 CONSOLIDATION = "consolidation"
+NO_REASON = "no reason given"
 
 # Events on an absorbed node after its merge that an undo may pass over: a read of a dead node.
 _HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated,)
@@ -68,6 +69,7 @@ class UndoStep:
 @dataclass
 class UndoPlan:
     decision: str
+    being_id: UUID
     steps: list[UndoStep] = field(default_factory=list)
     dependents: list[str] = field(default_factory=list)
     blockers: list[str] = field(default_factory=list)
@@ -75,6 +77,7 @@ class UndoPlan:
     def as_dict(self) -> dict[str, Any]:
         return {
             "decision": self.decision,
+            "being_id": str(self.being_id),
             "steps": [s.as_dict() for s in self.steps],
             "dependents": list(self.dependents),
             "blockers": list(self.blockers),
@@ -108,15 +111,24 @@ class UndoCommands:
 
     # -- planning -------------------------------------------------------------------------------
 
-    def plan(self, being: str, decision: str, *, cascade: bool = False) -> UndoPlan:
-        being_id = resolve_being(self.store, being).id
+    def plan(self, decision: str, *, being: str | None = None, cascade: bool = False) -> UndoPlan:
+        """What undoing `decision` would do; `being`, when given, must own it (else `NotFound`)."""
         node_id, version = parse_decision(decision)
         name = f"{node_id}@{version}"
-        if self.store.find(Undo, undo_id_for(being_id, name)) is not None:
+        being_id = self._being_of(node_id, name)
+        if being is not None and resolve_being(self.store, being).id != being_id:
+            raise NotFound(f"decision {name} not found")
+        if self._undone(being_id, name):
             raise AlreadyUndone(f"decision {name} is already undone")
-        plan = UndoPlan(name)
+        plan = UndoPlan(name, being_id)
         self._collect(being_id, node_id, version, plan, cascade=cascade, seen=set())
         return plan
+
+    def _being_of(self, node_id: UUID, name: str) -> UUID:
+        events = self.store.events(node_id, lte=1)
+        if not events or not isinstance(events[0], MemoryNode.Created):
+            raise NotFound(f"decision {name} not found: no node {node_id}")
+        return UUID(str(events[0].being_id))
 
     def _collect(
         self, being_id: UUID, node_id: UUID, version: int, plan: UndoPlan, *, cascade: bool, seen: set[str]
@@ -197,16 +209,14 @@ class UndoCommands:
 
     def undo(
         self,
-        being: str,
         decision: str,
         *,
-        reason: str,
+        reason: str = "",
+        being: str | None = None,
         cascade: bool = False,
         dry_run: bool = False,
     ) -> UndoResult:
-        if not reason.strip():
-            raise InvalidInput("an undo needs a reason (--reason)")
-        plan = self.plan(being, decision, cascade=cascade)
+        plan = self.plan(decision, being=being, cascade=cascade)
         if plan.blockers:
             raise UndoRefused(f"decision {plan.decision} cannot be undone: " + "; ".join(plan.blockers))
         if plan.dependents:
@@ -217,9 +227,11 @@ class UndoCommands:
             )
         if dry_run:
             return UndoResult(plan, applied=False)
-        being_id = resolve_being(self.store, being).id
+        reason = reason.strip() or NO_REASON
         for step in plan.steps:
-            self._apply(being_id, step, reason, None if step.decision == plan.decision else plan.decision)
+            self._apply(
+                plan.being_id, step, reason, None if step.decision == plan.decision else plan.decision
+            )
         return UndoResult(plan, applied=True)
 
     def _apply(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:

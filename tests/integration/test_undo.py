@@ -61,7 +61,7 @@ def test_undo_of_a_consolidation_brings_the_absorbed_node_back(engram) -> None:
     survivor_before = engram.store.get(MemoryNode, survivor_id, version=version - 1)
     active_before = sum(c["active_count"] for c in engram.views.read.clusters(being_id))
 
-    result = engram.undo.undo("Aria", decision, reason="the model merged two different walks")
+    result = engram.undo.undo(decision, reason="the model merged two different walks")
 
     assert result.applied and [s.decision for s in result.plan.steps] == [decision]
     after = _views(engram, being_id)
@@ -93,15 +93,15 @@ def test_undo_of_a_consolidation_brings_the_absorbed_node_back(engram) -> None:
 
 def test_undo_of_an_undone_decision_is_refused(engram) -> None:
     _, decision = _merged(engram)
-    engram.undo.undo("Aria", decision, reason="wrong merge")
+    engram.undo.undo(decision, reason="wrong merge")
     with pytest.raises(AlreadyUndone, match="already undone"):
-        engram.undo.undo("Aria", decision, reason="again")
+        engram.undo.undo(decision, reason="again")
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(engram) -> None:
     being_id, decision = _merged(engram)
     head = engram.store.head()
-    result = engram.undo.undo("Aria", decision, reason="checking", dry_run=True)
+    result = engram.undo.undo(decision, reason="checking", dry_run=True)
     assert not result.applied and [s.decision for s in result.plan.steps] == [decision]
     assert engram.store.head() == head
     assert engram.store.find(Undo, undo_id_for(being_id, decision)) is None
@@ -122,16 +122,16 @@ def test_a_decision_later_decisions_depend_on_is_refused_with_them_named(engram)
     _, first, second = _merged_twice(engram)
     head = engram.store.head()
     with pytest.raises(UndoRefused, match=second):
-        engram.undo.undo("Aria", first, reason="wrong merge")
+        engram.undo.undo(first, reason="wrong merge")
     assert engram.store.head() == head
 
 
 def test_cascade_undoes_the_dependents_first(engram) -> None:
     being_id, first, second = _merged_twice(engram)
-    plan = engram.undo.undo("Aria", first, reason="wrong merges", cascade=True, dry_run=True).plan
+    plan = engram.undo.undo(first, reason="wrong merges", cascade=True, dry_run=True).plan
     assert [s.decision for s in plan.steps] == [second, first]
 
-    engram.undo.undo("Aria", first, reason="wrong merges", cascade=True)
+    engram.undo.undo(first, reason="wrong merges", cascade=True)
 
     after = _views(engram, being_id)
     assert {a: n["status"] for a, n in after["nodes"].items()} == {A: "active", B: "active", C: "active"}
@@ -149,7 +149,7 @@ def test_an_absorbed_node_revived_since_cannot_be_undone(engram) -> None:
     )
     engram.store.save(node)
     with pytest.raises(UndoRefused, match="Revived"):
-        engram.undo.undo("Aria", decision, reason="too late", cascade=True)
+        engram.undo.undo(decision, reason="too late", cascade=True)
 
 
 @pytest.mark.parametrize(
@@ -162,11 +162,11 @@ def test_an_absorbed_node_revived_since_cannot_be_undone(engram) -> None:
 def test_bad_decision_ids_are_refused(engram, decision: str, error: type[Exception], match: str) -> None:
     engram.beings.register("Aria")
     with pytest.raises(error, match=match):
-        engram.undo.undo("Aria", decision, reason="x")
+        engram.undo.undo(decision, reason="x")
 
 
 def test_an_event_that_is_no_decision_is_refused(engram) -> None:
     _, decision = _merged(engram)
     survivor = decision.split("@")[0]
     with pytest.raises(InvalidInput, match="not a decision undo can reverse"):
-        engram.undo.undo("Aria", f"{survivor}@1", reason="x")
+        engram.undo.undo(f"{survivor}@1", reason="x")
