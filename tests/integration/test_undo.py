@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from uuid import UUID
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 
+from engram.adapters.cli.main import cli
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode
 from engram.domain.undo import Undo, undo_id_for
@@ -170,3 +173,48 @@ def test_an_event_that_is_no_decision_is_refused(engram) -> None:
     survivor = decision.split("@")[0]
     with pytest.raises(InvalidInput, match="not a decision undo can reverse"):
         engram.undo.undo(f"{survivor}@1", reason="x")
+
+
+def _cli(engram: Any, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(engram.settings.data_dir))
+    if engram.settings.database_url is not None:
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", engram.settings.database_url.get_secret_value())
+    monkeypatch.setenv("ENGRAM_EMBEDDER", engram.settings.embedder)
+    monkeypatch.setenv("ENGRAM_LLM", "none")
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_the_cli_plans_asks_for_yes_and_undoes(engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    being_id, decision = _merged(engram)
+    survivor = decision.split("@")[0]
+
+    dry = _cli(engram, monkeypatch, "undo", decision, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == f"plan (dry run, nothing written) for {decision}:"
+    assert f"1. undo consolidation {decision}: node {survivor} gives back " in dry.stdout
+    refused = _cli(engram, monkeypatch, "undo", decision)  # no terminal and no --yes: nothing done
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert engram.store.find(Undo, undo_id_for(being_id, decision)) is None
+
+    done = _cli(engram, monkeypatch, "undo", decision, "--yes", "--reason", "two walks", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["applied"] is True
+    assert engram.store.get(Undo, undo_id_for(being_id, decision)).reason == "two walks"
+    again = _cli(engram, monkeypatch, "undo", decision, "--yes")
+    assert again.exit_code == 4 and "already undone" in again.stderr
+    # The log shows the undo and its compensating events.
+    logged = _cli(engram, monkeypatch, "log", "--being", "Aria", "--limit", "1000")
+    assert logged.exit_code == 0, logged.stderr
+    assert [line.split()[2] for line in logged.stdout.splitlines()][-3:] == [
+        "Undo.Recorded",
+        "MemoryNode.AbsorptionUndone",
+        "MemoryNode.Unabsorbed",
+    ]
+
+
+def test_a_decision_of_another_being_is_not_found(engram) -> None:
+    _, decision = _merged(engram)
+    engram.beings.register("Bo")
+    with pytest.raises(NotFound, match="not found"):
+        engram.undo.undo(decision, reason="x", being="Bo")
+    assert engram.undo.plan(decision, being="Aria").steps[0].decision == decision
