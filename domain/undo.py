@@ -28,7 +28,7 @@ class Undo(BeingScopedAggregate):
         being_id: UUID
 
     class Recorded(Event, Aggregate.Created):
-        """`decision` is the decision's id (`NODE_ID@VERSION`, ADR 0072); `cascade_of` the decision
+        """`decision` is the decision's id (`ID@VERSION`, ADR 0072); `cascade_of` the decision
         whose undo asked for this one first, if any."""
 
         TOPIC = "engram.Undo.Recorded"

@@ -1,9 +1,11 @@
 """`engram undo DECISION_ID`: reverse one recorded decision with compensating events (ADR 0072).
 
-A decision is named `NODE_ID@VERSION`: the survivor node and the version of its `AbsorbedNodes` event,
-as `engram history node NODE_ID` prints it. Undo never deletes an event: it saves an `Undo` record and
-the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed` on each absorbed node) in
-one transaction, so the views follow and a rebuild gives the same views.
+A decision is named `ID@VERSION`: the aggregate and the version of the event that made the change, as
+`engram history` prints it — a consolidation's survivor node and its `AbsorbedNodes` event, or a
+superseded note and its `Superseded` event (a manual supersede). Undo never deletes an event: it
+saves an `Undo` record and the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed`
+on each absorbed node) in one transaction (for a supersede, `SupersedeUndone` and `SupersedesUndone`
+on the two notes), so the views follow and a rebuild gives the same views.
 
 A decision that later events depend on (the survivor absorbed more nodes, or was itself absorbed) is
 refused with the dependents named; with `cascade` the dependents are undone first, newest first.
@@ -19,6 +21,7 @@ from uuid import UUID
 from engram.domain.cluster import Cluster
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode
+from engram.domain.note import Note, SupersedeReason
 from engram.domain.undo import Undo, undo_id_for
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import Conflict, NotFound
@@ -26,6 +29,7 @@ from engram.services.ports import Clock
 from engram.services.store import AggregateStore
 
 CONSOLIDATION = "consolidation"
+SUPERSEDE = "supersede"
 NO_REASON = "no reason given"
 
 # Events on an absorbed node after its merge that an undo may pass over: a read of a dead node.
@@ -55,6 +59,8 @@ class UndoStep:
 
     def describe(self) -> str:
         ids = ", ".join(str(i) for i in self.released)
+        if self.kind == SUPERSEDE:
+            return f"undo {self.kind} {self.decision}: note {self.survivor} is live again (was superseded by {ids})"
         return f"undo {self.kind} {self.decision}: node {self.survivor} gives back {ids}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -98,8 +104,8 @@ def parse_decision(decision: str) -> tuple[UUID, int]:
     node_id = parse_uuid(ref)
     if not sep or node_id is None or not version.isdigit() or int(version) < 1:
         raise InvalidInput(
-            f"{decision!r} is not a decision id; a decision is NODE_ID@VERSION, the version of the "
-            "survivor's AbsorbedNodes event as `engram history node NODE_ID` shows it"
+            f"{decision!r} is not a decision id; a decision is ID@VERSION as `engram history` shows it: "
+            "a survivor node's AbsorbedNodes event, or a note's Superseded event"
         )
     return node_id, int(version)
 
@@ -124,10 +130,10 @@ class UndoCommands:
         self._collect(being_id, node_id, version, plan, cascade=cascade, seen=set())
         return plan
 
-    def _being_of(self, node_id: UUID, name: str) -> UUID:
-        events = self.store.events(node_id, lte=1)
-        if not events or not isinstance(events[0], MemoryNode.Created):
-            raise NotFound(f"decision {name} not found: no node {node_id}")
+    def _being_of(self, aggregate_id: UUID, name: str) -> UUID:
+        events = self.store.events(aggregate_id, lte=1)
+        if not events or not isinstance(events[0], MemoryNode.Created | Note.Noted):
+            raise NotFound(f"decision {name} not found: no node or note {aggregate_id}")
         return UUID(str(events[0].being_id))
 
     def _collect(
@@ -139,14 +145,17 @@ class UndoCommands:
         seen.add(name)
         events = self.store.events(node_id)
         if not events or getattr(events[0], "being_id", None) != being_id:
-            raise NotFound(f"decision {name} not found: no node {node_id} in this being")
+            raise NotFound(f"decision {name} not found: no node or note {node_id} in this being")
         if version > len(events):
-            raise NotFound(f"decision {name} not found: node {node_id} has versions 1 to {len(events)}")
+            raise NotFound(f"decision {name} not found: {node_id} has versions 1 to {len(events)}")
         merged = events[version - 1]
+        if isinstance(merged, Note.Superseded):
+            self._supersede(name, node_id, merged, events[version:], plan)
+            return
         if not isinstance(merged, MemoryNode.AbsorbedNodes):
             raise InvalidInput(
                 f"{name} is a {type(merged).__name__} event, not a decision undo can reverse "
-                "(a consolidation: the survivor's AbsorbedNodes event)"
+                "(a consolidation: the survivor's AbsorbedNodes event; a supersede: the note's Superseded event)"
             )
         absorbed_versions: dict[UUID, int] = {}
         for absorbed_id in merged.absorbed_ids:
@@ -162,6 +171,20 @@ class UndoCommands:
                 plan.dependents.append(dependent)
         plan.steps.append(
             UndoStep(name, CONSOLIDATION, node_id, version, list(merged.absorbed_ids), absorbed_versions)
+        )
+
+    def _supersede(self, name: str, note_id: UUID, superseded: Any, later: list[Any], plan: UndoPlan) -> None:
+        """A manual supersede: the old note comes back. A new soul or a merge summary is its own act,
+        undone as a whole or not at all (not yet: ADR 0072)."""
+        if superseded.reason != SupersedeReason.MANUAL:
+            raise InvalidInput(
+                f"{name} is a supersede by a {superseded.reason}, not a decision undo can reverse "
+                "(only a manual supersede is)"
+            )
+        if any(isinstance(e, Note.SupersedeUndone) for e in later):
+            raise AlreadyUndone(f"decision {name} is already undone")
+        plan.steps.append(
+            UndoStep(name, SUPERSEDE, note_id, superseded.originator_version, [superseded.by], {})
         )
 
     def _undone(self, being_id: UUID, decision: str) -> bool:
@@ -235,6 +258,9 @@ class UndoCommands:
         return UndoResult(plan, applied=True)
 
     def _apply(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:
+        if step.kind == SUPERSEDE:
+            self._apply_supersede(being_id, step, reason)
+            return
         at = self.clock.now()
         undo = Undo.record(
             being_id,
@@ -257,3 +283,12 @@ class UndoCommands:
             node.unabsorb(node_before, self.store.get(Cluster, node.cluster_id), undo.id, at)
             changed.append(node)
         self.store.save(undo, *changed)
+
+    def _apply_supersede(self, being_id: UUID, step: UndoStep, reason: str) -> None:
+        at = self.clock.now()
+        [by_id] = step.released
+        undo = Undo.record(being_id, step.decision, step.kind, reason, [str(step.survivor), str(by_id)], at)
+        old = self.store.get(Note, step.survivor, being_id=being_id)
+        by = self.store.get(Note, by_id, being_id=being_id)
+        old.undo_supersede(by, undo.id, at)
+        self.store.save(undo, old, by)

@@ -36,9 +36,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         *,
         as_json: bool,
     ) -> None:
-        """Reverse one recorded decision: a patrol consolidation, named NODE_ID@VERSION (the survivor's
-        AbsorbedNodes event in `engram history node NODE_ID`). Compensating events restore the nodes;
-        nothing is deleted from the log."""
+        """Reverse one recorded decision, named ID@VERSION as `engram history` shows it: a patrol
+        consolidation (the survivor node's AbsorbedNodes event) or a manual supersede (the old note's
+        Superseded event). Compensating events restore the state; nothing is deleted from the log."""
         undo = ctx.engram.undo
         planned = undo.undo(decision, reason=reason, being=being, cascade=cascade, dry_run=True)
         if dry_run:

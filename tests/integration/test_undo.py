@@ -14,6 +14,8 @@ from engram.adapters.cli.main import cli
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode
 from engram.domain.undo import Undo, undo_id_for
+from engram.projections.notes import utc_text
+from engram.services.commands import NoteInput
 from engram.services.errors import NotFound
 from engram.services.undo import AlreadyUndone, UndoRefused
 from tests.patrol_support import ScriptedLLM, history_types, merge_first_two, note_scenes, scene
@@ -218,3 +220,61 @@ def test_a_decision_of_another_being_is_not_found(engram) -> None:
     with pytest.raises(NotFound, match="not found"):
         engram.undo.undo(decision, reason="x", being="Bo")
     assert engram.undo.plan(decision, being="Aria").steps[0].decision == decision
+
+
+# -- a note's supersede (ADR 0048) ------------------------------------------------------------------
+
+
+def _live_notes(engram: Any, being_id: UUID) -> list[str]:
+    engram.views.ensure()
+    return sorted(
+        n["text"] for n in engram.views.read.notes(being_id, active_at=utc_text(engram.clock.now()))
+    )
+
+
+def _pack(engram: Any) -> list[str]:
+    return sorted(n.text for n in engram.packing.pack("Aria", limit=10).notes)
+
+
+def test_undo_of_a_supersede_brings_the_old_note_back(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    old, new = (
+        engram.notes.take("Aria", NoteInput(text=t, kind="preference")).note_id
+        for t in ("Water the tomatoes daily", "Water the tomatoes every other day")
+    )
+    both = _live_notes(engram, being_id)
+    engram.note_lifecycle.supersede("Aria", old, new)
+    assert _live_notes(engram, being_id) == ["Water the tomatoes every other day"]
+    [version] = [e["version"] for e in engram.audit.history("note", old) if e["type"] == "Note.Superseded"]
+    decision = f"{old}@{version}"
+
+    plan = engram.undo.undo(decision, reason="the old rule holds", dry_run=True).plan
+    assert [s.describe() for s in plan.steps] == [
+        f"undo supersede {decision}: note {old} is live again (was superseded by {new})"
+    ]
+    engram.undo.undo(decision, reason="the old rule holds")
+
+    assert _live_notes(engram, being_id) == both and len(both) == 2
+    assert _pack(engram) == both
+    assert engram.note_lifecycle.history("Aria", old).replaced_by == []
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo(decision, reason="again")
+    engram.views.rebuild_all()
+    assert _live_notes(engram, being_id) == both and _pack(engram) == both
+    # The note can be superseded again, and that supersede is a decision of its own.
+    engram.note_lifecycle.supersede("Aria", old, new)
+    assert _live_notes(engram, being_id) == ["Water the tomatoes every other day"]
+
+
+def test_a_merge_s_supersede_is_not_undone_alone(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    ids = [
+        engram.notes.take("Aria", NoteInput(text=t, kind="preference")).note_id
+        for t in ("Tea, not coffee", "Green tea")
+    ]
+    engram.note_lifecycle.merge("Aria", ids, use_llm=False)
+    [version] = [e["version"] for e in engram.audit.history("note", ids[0]) if e["type"] == "Note.Superseded"]
+    head = engram.store.head()
+    with pytest.raises(InvalidInput, match="supersede by a merge"):
+        engram.undo.undo(f"{ids[0]}@{version}", reason="x")
+    assert engram.store.head() == head and len(_live_notes(engram, being_id)) == 1
