@@ -13,6 +13,7 @@ from engram.domain.being import Being
 from engram.domain.cluster import Cluster
 from engram.domain.errors import ClusterDeleted, InvalidInput, InvalidTransition
 from engram.domain.node import MemoryNode, NodeStatus
+from engram.domain.note import Note
 from engram.domain.scene import validate_scene_object
 from engram.domain.undo import Undo, undo_id_for
 
@@ -73,3 +74,16 @@ def test_an_undo_is_recorded_with_a_reason_and_one_id_per_decision(cluster: Clus
     assert undo.id == undo_id_for(cluster.being_id, "n@3") != undo_id_for(cluster.being_id, "n@4")
     with pytest.raises(InvalidInput, match="reason"):
         Undo.record(cluster.being_id, "n@3", "consolidation", "  ", ["n"], T0)
+
+
+def test_undoing_a_supersede_makes_the_old_note_live_and_only_that_supersede(cluster: Cluster) -> None:
+    old, new, other = (
+        Note.take(uuid4(), cluster.being_id, "preference", t, T0) for t in ("tea", "green tea", "x")
+    )
+    old.supersede(new, T0)
+    with pytest.raises(InvalidTransition, match="not superseded by"):
+        old.undo_supersede(other, uuid4(), T0)
+    old.undo_supersede(new, uuid4(), T0)
+    assert old.superseded_by is None and new.supersedes == [] and old.is_active(T0)
+    with pytest.raises(InvalidTransition, match="not superseded by"):
+        old.undo_supersede(new, uuid4(), T0)
