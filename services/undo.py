@@ -19,6 +19,7 @@ from typing import Any
 from uuid import UUID
 
 from engram.domain.cluster import Cluster
+from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
 from engram.domain.node import MemoryNode
 from engram.domain.note import Note, SupersedeReason
@@ -29,6 +30,7 @@ from engram.services.ports import Clock
 from engram.services.store import AggregateStore
 
 CONSOLIDATION = "consolidation"
+ALIAS_MERGE = "alias-merge"
 SUPERSEDE = "supersede"
 NO_REASON = "no reason given"
 
@@ -54,11 +56,16 @@ class UndoStep:
     kind: str
     survivor: UUID
     version: int
-    released: list[UUID]
+    released: list[Any]
     absorbed_versions: dict[UUID, int]
+    into: str | None = None
 
     def describe(self) -> str:
         ids = ", ".join(str(i) for i in self.released)
+        if self.kind == ALIAS_MERGE:
+            return (
+                f"undo {self.kind} {self.decision}: entity {self.released[0]} no longer reads as {self.into}"
+            )
         if self.kind == SUPERSEDE:
             return f"undo {self.kind} {self.decision}: note {self.survivor} is live again (was superseded by {ids})"
         return f"undo {self.kind} {self.decision}: node {self.survivor} gives back {ids}"
@@ -69,6 +76,7 @@ class UndoStep:
             "kind": self.kind,
             "survivor": str(self.survivor),
             "released": [str(i) for i in self.released],
+            **({"into": self.into} if self.into is not None else {}),
         }
 
 
@@ -132,8 +140,8 @@ class UndoCommands:
 
     def _being_of(self, aggregate_id: UUID, name: str) -> UUID:
         events = self.store.events(aggregate_id, lte=1)
-        if not events or not isinstance(events[0], MemoryNode.Created | Note.Noted):
-            raise NotFound(f"decision {name} not found: no node or note {aggregate_id}")
+        if not events or not isinstance(events[0], MemoryNode.Created | Note.Noted | EntityMap.Started):
+            raise NotFound(f"decision {name} not found: no node, note or entity map {aggregate_id}")
         return UUID(str(events[0].being_id))
 
     def _collect(
@@ -151,6 +159,9 @@ class UndoCommands:
         merged = events[version - 1]
         if isinstance(merged, Note.Superseded):
             self._supersede(name, node_id, merged, events[version:], plan)
+            return
+        if isinstance(merged, EntityMap.Merged):
+            self._alias_merge(name, node_id, merged, events[version:], plan)
             return
         if not isinstance(merged, MemoryNode.AbsorbedNodes):
             raise InvalidInput(
@@ -185,6 +196,21 @@ class UndoCommands:
             raise AlreadyUndone(f"decision {name} is already undone")
         plan.steps.append(
             UndoStep(name, SUPERSEDE, note_id, superseded.originator_version, [superseded.by], {})
+        )
+
+    def _alias_merge(self, name: str, map_id: UUID, merged: Any, later: list[Any], plan: UndoPlan) -> None:
+        """An entity alias merge (ADR 0056): undone by `EntityMap.Unmerged`, if it is still in force."""
+        for e in later:
+            if isinstance(e, EntityMap.Unmerged) and e.alias == merged.alias:
+                plan.blockers.append(
+                    f"{merged.alias} was unmerged since (version {e.originator_version}): "
+                    "the merge is no longer in force"
+                )
+                return
+        plan.steps.append(
+            UndoStep(
+                name, ALIAS_MERGE, map_id, merged.originator_version, [merged.alias], {}, into=merged.into
+            )
         )
 
     def _undone(self, being_id: UUID, decision: str) -> bool:
@@ -260,6 +286,14 @@ class UndoCommands:
     def _apply(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:
         if step.kind == SUPERSEDE:
             self._apply_supersede(being_id, step, reason)
+            return
+        if step.kind == ALIAS_MERGE:
+            at = self.clock.now()
+            [alias] = step.released
+            undo = Undo.record(being_id, step.decision, step.kind, reason, [str(step.survivor), alias], at)
+            entities = self.store.get(EntityMap, step.survivor)
+            entities.unmerge(alias, at)
+            self.store.save(undo, entities)
             return
         at = self.clock.now()
         undo = Undo.record(

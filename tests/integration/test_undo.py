@@ -11,7 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 from engram.adapters.cli.main import cli
+from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
+from engram.domain.ids import entity_map_id
 from engram.domain.node import MemoryNode
 from engram.domain.undo import Undo, undo_id_for
 from engram.projections.notes import utc_text
@@ -278,3 +280,43 @@ def test_a_merge_s_supersede_is_not_undone_alone(engram) -> None:
     with pytest.raises(InvalidInput, match="supersede by a merge"):
         engram.undo.undo(f"{ids[0]}@{version}", reason="x")
     assert engram.store.head() == head and len(_live_notes(engram, being_id)) == 1
+
+
+# -- an entity alias merge (ADR 0056) ---------------------------------------------------------------
+
+
+def _aliases(engram: Any, being_id: UUID) -> dict[str, str]:
+    engram.views.ensure()
+    return engram.views.facts.aliases([str(being_id)])
+
+
+def test_undo_of_an_alias_merge_unmerges_it(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    engram.facts.merge_entities("Aria", "person:bob", "person:robert")
+    assert _aliases(engram, being_id) == {"person:bob": "person:robert"}
+    map_id = entity_map_id(being_id)
+    [merged] = [e for e in engram.store.events(map_id) if isinstance(e, EntityMap.Merged)]
+    decision = f"{map_id}@{merged.originator_version}"
+
+    plan = engram.undo.undo(decision, reason="two Bobs", dry_run=True).plan
+    assert [s.describe() for s in plan.steps] == [
+        f"undo alias-merge {decision}: entity person:bob no longer reads as person:robert"
+    ]
+    engram.undo.undo(decision, reason="two Bobs")
+    assert _aliases(engram, being_id) == {}
+    with pytest.raises(AlreadyUndone):
+        engram.undo.undo(decision, reason="again")
+    engram.views.rebuild_all()
+    assert _aliases(engram, being_id) == {}
+
+
+def test_an_alias_merge_unmerged_by_hand_since_is_refused(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    engram.facts.merge_entities("Aria", "person:bob", "person:robert")
+    engram.facts.unmerge_entities("Aria", "person:bob")
+    engram.facts.merge_entities("Aria", "person:bob", "person:bobby")
+    map_id = entity_map_id(being_id)
+    first = next(e for e in engram.store.events(map_id) if isinstance(e, EntityMap.Merged))
+    with pytest.raises(UndoRefused, match="no longer in force"):
+        engram.undo.undo(f"{map_id}@{first.originator_version}", reason="x")
+    assert _aliases(engram, being_id) == {"person:bob": "person:bobby"}
