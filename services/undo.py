@@ -1,11 +1,12 @@
 """`engram undo DECISION_ID`: reverse one recorded decision with compensating events (ADR 0072).
 
 A decision is named `ID@VERSION`: the aggregate and the version of the event that made the change, as
-`engram history` prints it — a consolidation's survivor node and its `AbsorbedNodes` event, or a
-superseded note and its `Superseded` event (a manual supersede). Undo never deletes an event: it
-saves an `Undo` record and the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed`
-on each absorbed node) in one transaction (for a supersede, `SupersedeUndone` and `SupersedesUndone`
-on the two notes), so the views follow and a rebuild gives the same views.
+`engram history` prints it — a consolidation's survivor node and its `AbsorbedNodes` event, a
+superseded note and its `Superseded` event (a manual supersede), or an entity map and its `Merged`
+event. Undo never deletes an event: it saves an `Undo` record and the compensating events
+(`AbsorptionUndone` on the survivor, `Unabsorbed` on each absorbed node; `SupersedeUndone` and
+`SupersedesUndone` on the two notes; `EntityMap.Unmerged`) in one transaction, so the views follow
+and a rebuild gives the same views.
 
 A decision that later events depend on (the survivor absorbed more nodes, or was itself absorbed) is
 refused with the dependents named; with `cascade` the dependents are undone first, newest first.

@@ -37,8 +37,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         as_json: bool,
     ) -> None:
         """Reverse one recorded decision, named ID@VERSION as `engram history` shows it: a patrol
-        consolidation (the survivor node's AbsorbedNodes event) or a manual supersede (the old note's
-        Superseded event). Compensating events restore the state; nothing is deleted from the log."""
+        consolidation (the survivor node's AbsorbedNodes event), a manual supersede (the old note's
+        Superseded event) or an entity alias merge (the entity map's Merged event). Compensating events
+        restore the state; nothing is deleted from the log."""
         undo = ctx.engram.undo
         planned = undo.undo(decision, reason=reason, being=being, cascade=cascade, dry_run=True)
         if dry_run:

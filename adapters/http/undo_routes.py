@@ -30,7 +30,7 @@ def undo_decision(
     _caller: Admin,
     body: UndoRequest = Body(default_factory=UndoRequest),  # noqa: B008 - FastAPI's way to declare a body
 ) -> dict[str, Any]:
-    """Reverse one decision (`ID@VERSION`: a patrol consolidation or a manual supersede): its plan, and
+    """Reverse one decision (`ID@VERSION`: a patrol consolidation, a manual supersede or an alias merge): its plan, and
     whether it was applied. 409 when later decisions depend on it (without `cascade`) or it is already undone."""
     result = engram.undo.undo(
         decision, reason=body.reason, being=body.being, cascade=body.cascade, dry_run=body.dry_run
