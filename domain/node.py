@@ -231,6 +231,41 @@ class MemoryNode(BeingScopedAggregate):
             if self.restarts_clock:
                 node.last_activated_cycle = self.cycle
 
+    class AbsorptionUndone(Event):
+        """An undo (ADR 0072): the survivor's side of a merge reversed. It records the state the
+        survivor had before the merge (its `when` list, importance, expiry, sensitivity), so that a
+        replay reads it and never looks back at older events."""
+
+        TOPIC = "engram.MemoryNode.AbsorptionUndone"
+        class_version = 1
+        undo_id: UUID
+        released_ids: list[UUID]
+        when: list[Any]
+        importance: float
+        expires_at: datetime | None
+        sensitive: bool
+
+        def apply(self, node: MemoryNode) -> None:
+            node.scene = {**node.scene, "when": list(self.when)}
+            node.importance = self.importance
+            node.expires_at = self.expires_at
+            node.sensitive = self.sensitive
+
+    class Unabsorbed(Event):
+        """An undo (ADR 0072): a node a merge absorbed is alive again, in the status it had before."""
+
+        TOPIC = "engram.MemoryNode.Unabsorbed"
+        class_version = 1
+        undo_id: UUID
+        status: str
+        fresh: bool
+
+        def apply(self, node: MemoryNode) -> None:
+            node.status = self.status
+            node.absorbed_into = None
+            node.fresh = self.fresh
+            node.read_since_death = False
+
     def __init__(
         self,
         being_id: UUID,
@@ -426,3 +461,30 @@ class MemoryNode(BeingScopedAggregate):
                 f"{decay.DYING_THRESHOLD}, so even a fresh read does not lift it above the threshold"
             )
         self._emit(self.Revived, at, cycle=being_cycle, restarts_clock=True)
+
+    def undo_absorption(self, before: MemoryNode, released: list[UUID], undo_id: UUID, at: datetime) -> None:
+        """Reverse a merge this node survived: `before` is this node as it was just before it."""
+        if before.id != self.id:
+            raise InvalidInput("the state before a merge must be the survivor's own")
+        self._emit(
+            self.AbsorptionUndone,
+            at,
+            undo_id=undo_id,
+            released_ids=list(released),
+            when=list(before.scene["when"]),
+            importance=before.importance,
+            expires_at=before.expires_at,
+            sensitive=before.sensitive,
+        )
+
+    def unabsorb(self, before: MemoryNode, cluster: Cluster, undo_id: UUID, at: datetime) -> None:
+        """Bring back a node a merge absorbed, as `before` (this node just before the merge) was."""
+        if self.status != NodeStatus.DEAD or self.absorbed_into is None:
+            raise InvalidTransition(f"node {self.id} is not an absorbed node")
+        if before.status == NodeStatus.DEAD:
+            raise InvalidTransition(f"node {self.id} was already dead before the merge")
+        cluster.require_same_being(self.being_id)
+        if cluster.id != self.cluster_id:
+            raise InvalidInput(f"node {self.id} lives in cluster {self.cluster_id}, not {cluster.id}")
+        cluster.require_alive()
+        self._emit(self.Unabsorbed, at, undo_id=undo_id, status=before.status, fresh=before.fresh)

@@ -440,6 +440,28 @@ class Note(BeingScopedAggregate):
         def apply(self, note: Note) -> None:
             note.supersedes.append(self.old)
 
+    class SupersedeUndone(Event):
+        """An undo (ADR 0072): this note is no longer superseded by `by`; it is live again."""
+
+        TOPIC = "engram.Note.SupersedeUndone"
+        class_version = 1
+        undo_id: UUID
+        by: UUID
+
+        def apply(self, note: Note) -> None:
+            note.superseded_by = None
+
+    class SupersedesUndone(Event):
+        """The other side of `SupersedeUndone`, on the note that had replaced `old`."""
+
+        TOPIC = "engram.Note.SupersedesUndone"
+        class_version = 1
+        undo_id: UUID
+        old: UUID
+
+        def apply(self, note: Note) -> None:
+            note.supersedes = [n for n in note.supersedes if n != self.old]
+
     class Merged(Event):
         """This note (a summary) is the merge of `sources`, which are superseded by it in the same
         transaction. An LLM merge records its model, prompt version and capped answer; a merge whose
@@ -723,6 +745,13 @@ class Note(BeingScopedAggregate):
             raise InvalidTransition(f"note {by.id} has expired: it cannot replace another")
         self._emit(self.Superseded, at, by=by.id, reason=SupersedeReason(reason).value)
         by._emit(self.Supersedes, at, old=self.id, reason=SupersedeReason(reason).value)
+
+    def undo_supersede(self, by: Note, undo_id: UUID, at: datetime) -> None:
+        """Reverse `by` replacing this note (ADR 0072): both sides change in one transaction."""
+        if self.superseded_by != by.id:
+            raise InvalidTransition(f"note {self.id} is not superseded by {by.id}")
+        self._emit(self.SupersedeUndone, at, undo_id=undo_id, by=by.id)
+        by._emit(self.SupersedesUndone, at, undo_id=undo_id, old=self.id)
 
     def scene_input(self) -> SceneInput | ParseFailure:
         """The scene this note holds: the repaired one if an LLM repaired it, else the parsed text."""

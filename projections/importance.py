@@ -118,8 +118,8 @@ class ImportanceView(Projection):
         )
         self._put(batch, e, "node", score, "heuristic", sensitive=e.sensitive)
 
-    @handles(MemoryNode.AbsorbedNodes)
-    def _node_merged(self, batch: Batch, e: MemoryNode.AbsorbedNodes) -> None:
+    @handles(MemoryNode.AbsorbedNodes, MemoryNode.AbsorptionUndone)
+    def _node_merged(self, batch: Batch, e: Any) -> None:
         # A merge's survivor may become sensitive (never sent to an LLM from then on), and a given
         # importance follows the survivor's (spec ❹'s consolidation bonus).
         row = batch.importance_scores.get(batch.conn, str(e.originator_id))

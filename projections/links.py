@@ -124,12 +124,12 @@ class LinksView(Projection):
     def _node_died(self, batch: Batch, e: Any) -> None:
         self._set(batch, e, gone="died")
 
-    @handles(MemoryNode.Revived)
-    def _node_revived(self, batch: Batch, e: MemoryNode.Revived) -> None:
+    @handles(MemoryNode.Revived, MemoryNode.Unabsorbed)
+    def _node_revived(self, batch: Batch, e: Any) -> None:
         self._set(batch, e, gone=None)
 
-    @handles(MemoryNode.AbsorbedNodes)
-    def _node_merged(self, batch: Batch, e: MemoryNode.AbsorbedNodes) -> None:
+    @handles(MemoryNode.AbsorbedNodes, MemoryNode.AbsorptionUndone)
+    def _node_merged(self, batch: Batch, e: Any) -> None:
         self._set(batch, e, expires_at=utc_text(e.expires_at) if e.expires_at else None)
 
     # -- facts ----------------------------------------------------------------------------------

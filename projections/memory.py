@@ -348,6 +348,26 @@ class MemoryView(Projection):
         )
         self._save(batch, row, e, whole=True)
 
+    @handles(MemoryNode.AbsorptionUndone)
+    def _absorption_undone(self, batch: Batch, e: MemoryNode.AbsorptionUndone) -> None:
+        row = self._node(batch, e)
+        scene = {**json.loads(row["scene_json"]), "when": list(e.when)}
+        row.update(
+            scene_json=_to_json(scene),
+            when_json=_when(scene),
+            importance=e.importance,
+            expires_at=utc_text(e.expires_at) if e.expires_at is not None else None,
+            sensitive=e.sensitive,
+        )
+        self._save(batch, row, e, whole=True)
+
+    @handles(MemoryNode.Unabsorbed)
+    def _unabsorbed(self, batch: Batch, e: MemoryNode.Unabsorbed) -> None:
+        row = self._node(batch, e)
+        self._set_status(batch, row, e.status)
+        row.update(absorbed_into=None, fresh=e.fresh, read_since_death=False)
+        self._save(batch, row, e)
+
     @handles(MemoryNode.FreshnessCleared)
     def _unfresh(self, batch: Batch, e: MemoryNode.FreshnessCleared) -> None:
         row = self._node(batch, e)

@@ -145,6 +145,10 @@ class NoteSearchView(Projection):
     def _superseded(self, batch: Batch, e: Note.Superseded) -> None:
         self._change(batch, e, superseded=True)
 
+    @handles(Note.SupersedeUndone)
+    def _supersede_undone(self, batch: Batch, e: Note.SupersedeUndone) -> None:
+        self._change(batch, e, superseded=False)
+
     @handles(Note.Expired)
     def _expired(self, batch: Batch, e: Note.Expired) -> None:
         self._change(batch, e, expired=True)

@@ -204,8 +204,12 @@ class NotesView(Projection):
     def _superseded(self, batch: Batch, e: Note.Superseded) -> None:
         self._update(batch, e, superseded_by=str(e.by), superseded_reason=e.reason)
 
-    @handles(Note.Supersedes)
-    def _supersedes(self, batch: Batch, e: Note.Supersedes) -> None:
+    @handles(Note.SupersedeUndone)
+    def _supersede_undone(self, batch: Batch, e: Note.SupersedeUndone) -> None:
+        self._update(batch, e, superseded_by=None, superseded_reason=None)
+
+    @handles(Note.Supersedes, Note.SupersedesUndone)
+    def _supersedes(self, batch: Batch, e: Any) -> None:
         self._update(batch, e)  # the chain is read from `superseded_by`; the row's version moves
 
     @handles(Note.Merged)

@@ -112,7 +112,7 @@ _MOVES_A_VECTOR: dict[str, tuple[type, ...]] = {
         MemoryNode.Absorbed,
     ),
     NodeStatus.DYING: (MemoryNode.Pinned, MemoryNode.Reactivated),
-    NodeStatus.DEAD: (MemoryNode.Revived,),
+    NodeStatus.DEAD: (MemoryNode.Revived, MemoryNode.Unabsorbed),
 }
 """Node events that add a vector to a centroid or take it out, by the node's status before the event."""
 
@@ -336,6 +336,10 @@ class VectorsView(Projection):
     @handles(MemoryNode.Revived)
     def _revived(self, batch: Batch, e: MemoryNode.Revived) -> None:
         self._change(batch, e, lambda r: r.update(status=NodeStatus.ACTIVE.value))
+
+    @handles(MemoryNode.Unabsorbed)
+    def _unabsorbed(self, batch: Batch, e: MemoryNode.Unabsorbed) -> None:
+        self._change(batch, e, lambda r: r.update(status=e.status, fresh=e.fresh))
 
     # -- writing to the index -------------------------------------------------------------------
 

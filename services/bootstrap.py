@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from engram.services.sessions import Sessions
     from engram.services.sleep import DreamStep, SleepCycle
     from engram.services.spaces import SpaceCommands
+    from engram.services.undo import UndoCommands
 
 
 @dataclass
@@ -232,6 +233,13 @@ class Engram:
     def why(self) -> WhyQueries:
         """`engram why` (ADR 0068)."""
         return WhyQueries(self.store, ViewsIndex(self.views))
+
+    @cached_property
+    def undo(self) -> UndoCommands:
+        """Undo of a recorded decision (ADR 0072); admins only, no MCP tool."""
+        from engram.services.undo import UndoCommands
+
+        return UndoCommands(self.store, self.clock)
 
     @cached_property
     def reading(self) -> Reading:

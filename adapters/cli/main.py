@@ -589,3 +589,6 @@ def _exit_now(code: str | int | None) -> None:
 from engram.adapters.cli import profile_cmds as _profiles  # noqa: E402
 
 _profiles.register(cli, command)  # `engram entities profile`, `engram reflections` (ADR 0064, 0065)
+from engram.adapters.cli import undo_cmds as _undo  # noqa: E402
+
+_undo.register(cli, command)  # `engram undo DECISION_ID` (ADR 0072)

@@ -32,6 +32,7 @@ from engram.domain.entity_profile import EntityProfile, ObservationCursor
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
 from engram.domain.sleep import Sleep
+from engram.domain.undo import Undo  # noqa: F401  (no view imports it: its topics resolve here, ADR 0072)
 
 log = structlog.get_logger(__name__)
 

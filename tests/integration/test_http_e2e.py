@@ -24,6 +24,7 @@ import pytest
 from engram.adapters.locks import AdvisoryLock, FileLock
 from engram.services.ports import Lock
 from tests.integration.http_support import (
+    ANSWERS,
     DIARY,
     FakeOpenAI,
     Server,
@@ -860,6 +861,41 @@ def test_why_over_the_wire(world: World) -> None:
 
 def _child_relations(tree: dict[str, Any]) -> set[str]:
     return {child["relation"] for child in tree["children"]}
+
+
+def test_undo_over_the_wire(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An admin undoes a patrol's consolidation (ADR 0072): dry run, undo, then a second undo is a 409."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Una"}), 201)
+    walks = [
+        scene(action="Walked the dog along the river"),
+        scene(action="Walked the dog along the river again"),
+    ]
+    _ok(c.post("/v1/beings/Una/notes/batch", json={"notes": [{"text": t} for t in walks]}), 201)
+    _ok(c.post("/v1/beings/Una/patrol"))  # no LLM: the nodes are made, nothing is merged
+    nodes = _ok(c.get("/v1/beings/Una/nodes"))
+    assert len(nodes) == 2 and nodes[0]["cluster_id"] == nodes[1]["cluster_id"]
+    survivor, absorbed = nodes[0]["id"], nodes[1]["id"]
+    merge = {
+        "merges": [{"survivor": survivor, "absorbed": [absorbed], "reason": "same walk"}],
+        "make_dead": [],
+    }
+    monkeypatch.setitem(ANSWERS, "consolidate_cluster", merge)
+    byok = world.client(world.admin, **{"X-LLM-Key": "sk-test-undo", "X-LLM-Provider": "openai"})
+    _ok(byok.post("/v1/beings/Una/patrol"))
+    history = _ok(c.get(f"/v1/beings/Una/nodes/{survivor}/history"))
+    [version] = [e["version"] for e in history if e["type"] == "MemoryNode.AbsorbedNodes"]
+    decision = f"{survivor}@{version}"
+
+    _problem(world.client(world.tokens["Aria"]).post(f"/v1/admin/undo/{decision}"), 403)
+    plan = _ok(c.post(f"/v1/admin/undo/{decision}", json={"dry_run": True}))
+    assert plan["applied"] is False and plan["steps"][0]["released"] == [absorbed]
+    assert _ok(c.get(f"/v1/beings/Una/nodes/{absorbed}"))["status"] == "dead"
+    done = _ok(c.post(f"/v1/admin/undo/{decision}", json={"reason": "two walks, not one"}))
+    assert done["applied"] is True
+    assert _ok(c.get(f"/v1/beings/Una/nodes/{absorbed}"))["status"] == "active"
+    _problem(c.post(f"/v1/admin/undo/{decision}"), 409, "already_undone")
+    _problem(c.post("/v1/admin/undo/nonsense"), 422, "invalid_input")
 
 
 def test_every_route_answered_successfully(world: World) -> None:

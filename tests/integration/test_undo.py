@@ -1,0 +1,322 @@
+"""`engram undo`: a patrol's consolidation reversed with compensating events (ADR 0072)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from engram.adapters.cli.main import cli
+from engram.domain.entities import EntityMap
+from engram.domain.errors import InvalidInput
+from engram.domain.ids import entity_map_id
+from engram.domain.node import MemoryNode
+from engram.domain.undo import Undo, undo_id_for
+from engram.projections.notes import utc_text
+from engram.services.commands import NoteInput
+from engram.services.errors import NotFound
+from engram.services.undo import AlreadyUndone, UndoRefused
+from tests.patrol_support import ScriptedLLM, history_types, merge_first_two, note_scenes, scene
+
+A, B, C = (
+    "Walked the dog along the river",
+    "Walked the dog, then painted a watercolor of tulips",
+    "Walked the dog again by the river at dawn",
+)
+
+
+def _merges(engram: Any, being_id: UUID) -> list[str]:
+    """Every consolidation of the being as a decision id (`NODE@VERSION`), oldest first."""
+    out: list[tuple[str, str]] = []
+    for node in engram.views.read.nodes(being_id):
+        for e in engram.audit.history("node", node["id"]):
+            if e["type"] == "MemoryNode.AbsorbedNodes":
+                out.append((e["timestamp"], f"{node['id']}@{e['version']}"))
+    return [d for _, d in sorted(out)]
+
+
+def _views(engram: Any, being_id: UUID) -> dict[str, Any]:
+    """What a reader sees: node rows, cluster counts, full-text hits and vector hits."""
+    engram.views.ensure()
+    nodes = {n["action"]: n for n in engram.views.read.nodes(being_id)}
+    clusters = {c["name"]: c for c in engram.views.read.clusters(being_id)}
+    keys = sorted(k for k, _ in engram.views.search.keywords(being_id, ["dog"]))
+    vector = np.asarray(engram.embedder.embed([A])[0].floats(), dtype=np.float32)
+    hits = engram.views.vectors.similar_nodes(
+        being_id, engram.embedder.model_id, vector, 10, statuses=["active"]
+    )
+    return {"nodes": nodes, "clusters": clusters, "keys": keys, "hits": sorted(str(i) for i, _ in hits)}
+
+
+def _merged(engram: Any) -> tuple[UUID, str]:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    note_scenes(engram, "Aria", [scene(A, "2021-01-03"), scene(B, "2022-02-14")])
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    assert len(engram.views.read.nodes(being_id, statuses=["dead"])) == 1
+    [decision] = _merges(engram, being_id)
+    return being_id, decision
+
+
+def test_undo_of_a_consolidation_brings_the_absorbed_node_back(engram) -> None:
+    being_id, decision = _merged(engram)
+    survivor_id, version = UUID(decision.split("@")[0]), int(decision.split("@")[1])
+    survivor_before = engram.store.get(MemoryNode, survivor_id, version=version - 1)
+    active_before = sum(c["active_count"] for c in engram.views.read.clusters(being_id))
+
+    result = engram.undo.undo(decision, reason="the model merged two different walks")
+
+    assert result.applied and [s.decision for s in result.plan.steps] == [decision]
+    after = _views(engram, being_id)
+    assert {a: n["status"] for a, n in after["nodes"].items()} == {A: "active", B: "active"}
+    assert all(n["absorbed_into"] is None for n in after["nodes"].values())
+    # The survivor's `when` and importance are as before the merge; the full text and vectors follow.
+    survivor_row = next(n for n in after["nodes"].values() if n["id"] == str(survivor_id))
+    assert survivor_row["scene"]["when"] == survivor_before.scene["when"]
+    assert survivor_row["importance"] == survivor_before.importance
+    assert engram.store.get(MemoryNode, survivor_id).scene["when"] == survivor_before.scene["when"]
+    assert len(after["keys"]) == 2 and len(after["hits"]) == 2
+    assert sum(c["active_count"] for c in after["clusters"].values()) == active_before + 1
+    # Nothing deleted: the merge is still in the log, followed by its undo, which says why.
+    assert history_types(engram, "node", survivor_id)[-2:] == [
+        "MemoryNode.AbsorbedNodes",
+        "MemoryNode.AbsorptionUndone",
+    ]
+    undo = engram.store.get(Undo, undo_id_for(being_id, decision))
+    assert (undo.decision, undo.kind, undo.reason) == (
+        decision,
+        "consolidation",
+        "the model merged two different walks",
+    )
+
+    # A rebuild reads the same log and gives the same views.
+    engram.views.rebuild_all()
+    assert _views(engram, being_id) == after
+
+
+def test_undo_of_an_undone_decision_is_refused(engram) -> None:
+    _, decision = _merged(engram)
+    engram.undo.undo(decision, reason="wrong merge")
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo(decision, reason="again")
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(engram) -> None:
+    being_id, decision = _merged(engram)
+    head = engram.store.head()
+    result = engram.undo.undo(decision, reason="checking", dry_run=True)
+    assert not result.applied and [s.decision for s in result.plan.steps] == [decision]
+    assert engram.store.head() == head
+    assert engram.store.find(Undo, undo_id_for(being_id, decision)) is None
+
+
+def _merged_twice(engram: Any) -> tuple[UUID, str, str]:
+    """A first merge, then a second patrol that merges the survivor with a new node."""
+    being_id, first = _merged(engram)
+    note_scenes(engram, "Aria", [scene(C, "2023-03-25")])
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    merges = _merges(engram, being_id)
+    assert len(merges) == 2 and merges[0] == first
+    return being_id, first, merges[1]
+
+
+def test_a_decision_later_decisions_depend_on_is_refused_with_them_named(engram) -> None:
+    _, first, second = _merged_twice(engram)
+    head = engram.store.head()
+    with pytest.raises(UndoRefused, match=second):
+        engram.undo.undo(first, reason="wrong merge")
+    assert engram.store.head() == head
+
+
+def test_cascade_undoes_the_dependents_first(engram) -> None:
+    being_id, first, second = _merged_twice(engram)
+    plan = engram.undo.undo(first, reason="wrong merges", cascade=True, dry_run=True).plan
+    assert [s.decision for s in plan.steps] == [second, first]
+
+    engram.undo.undo(first, reason="wrong merges", cascade=True)
+
+    after = _views(engram, being_id)
+    assert {a: n["status"] for a, n in after["nodes"].items()} == {A: "active", B: "active", C: "active"}
+    assert engram.store.get(Undo, undo_id_for(being_id, second)).cascade_of == first
+    engram.views.rebuild_all()
+    assert _views(engram, being_id) == after
+
+
+def test_an_absorbed_node_revived_since_cannot_be_undone(engram) -> None:
+    being_id, decision = _merged(engram)
+    [dead] = engram.views.read.nodes(being_id, statuses=["dead"])
+    node = engram.store.get(MemoryNode, UUID(dead["id"]))
+    node.trigger_event(
+        MemoryNode.Revived, being_id=being_id, timestamp=engram.clock.now(), cycle=1, restarts_clock=True
+    )
+    engram.store.save(node)
+    with pytest.raises(UndoRefused, match="Revived"):
+        engram.undo.undo(decision, reason="too late", cascade=True)
+
+
+@pytest.mark.parametrize(
+    ("decision", "error", "match"),
+    [
+        ("nonsense", InvalidInput, "not a decision id"),
+        ("00000000-0000-0000-0000-000000000001@2", NotFound, "not found"),
+    ],
+)
+def test_bad_decision_ids_are_refused(engram, decision: str, error: type[Exception], match: str) -> None:
+    engram.beings.register("Aria")
+    with pytest.raises(error, match=match):
+        engram.undo.undo(decision, reason="x")
+
+
+def test_an_event_that_is_no_decision_is_refused(engram) -> None:
+    _, decision = _merged(engram)
+    survivor = decision.split("@")[0]
+    with pytest.raises(InvalidInput, match="not a decision undo can reverse"):
+        engram.undo.undo(f"{survivor}@1", reason="x")
+
+
+def _cli(engram: Any, monkeypatch: pytest.MonkeyPatch, *args: str) -> Any:
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(engram.settings.data_dir))
+    if engram.settings.database_url is not None:
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", engram.settings.database_url.get_secret_value())
+    monkeypatch.setenv("ENGRAM_EMBEDDER", engram.settings.embedder)
+    monkeypatch.setenv("ENGRAM_LLM", "none")
+    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+
+
+def test_the_cli_plans_asks_for_yes_and_undoes(engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    being_id, decision = _merged(engram)
+    survivor = decision.split("@")[0]
+
+    dry = _cli(engram, monkeypatch, "undo", decision, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.stdout.splitlines()[0] == f"plan (dry run, nothing written) for {decision}:"
+    assert f"1. undo consolidation {decision}: node {survivor} gives back " in dry.stdout
+    refused = _cli(engram, monkeypatch, "undo", decision)  # no terminal and no --yes: nothing done
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert engram.store.find(Undo, undo_id_for(being_id, decision)) is None
+
+    done = _cli(engram, monkeypatch, "undo", decision, "--yes", "--reason", "two walks", "--json")
+    assert done.exit_code == 0, done.stderr
+    assert json.loads(done.stdout)["applied"] is True
+    assert engram.store.get(Undo, undo_id_for(being_id, decision)).reason == "two walks"
+    again = _cli(engram, monkeypatch, "undo", decision, "--yes")
+    assert again.exit_code == 4 and "already undone" in again.stderr
+    # The log shows the undo and its compensating events.
+    logged = _cli(engram, monkeypatch, "log", "--being", "Aria", "--limit", "1000")
+    assert logged.exit_code == 0, logged.stderr
+    assert [line.split()[2] for line in logged.stdout.splitlines()][-3:] == [
+        "Undo.Recorded",
+        "MemoryNode.AbsorptionUndone",
+        "MemoryNode.Unabsorbed",
+    ]
+
+
+def test_a_decision_of_another_being_is_not_found(engram) -> None:
+    _, decision = _merged(engram)
+    engram.beings.register("Bo")
+    with pytest.raises(NotFound, match="not found"):
+        engram.undo.undo(decision, reason="x", being="Bo")
+    assert engram.undo.plan(decision, being="Aria").steps[0].decision == decision
+
+
+# -- a note's supersede (ADR 0048) ------------------------------------------------------------------
+
+
+def _live_notes(engram: Any, being_id: UUID) -> list[str]:
+    engram.views.ensure()
+    return sorted(
+        n["text"] for n in engram.views.read.notes(being_id, active_at=utc_text(engram.clock.now()))
+    )
+
+
+def _pack(engram: Any) -> list[str]:
+    return sorted(n.text for n in engram.packing.pack("Aria", limit=10).notes)
+
+
+def test_undo_of_a_supersede_brings_the_old_note_back(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    old, new = (
+        engram.notes.take("Aria", NoteInput(text=t, kind="preference")).note_id
+        for t in ("Water the tomatoes daily", "Water the tomatoes every other day")
+    )
+    both = _live_notes(engram, being_id)
+    engram.note_lifecycle.supersede("Aria", old, new)
+    assert _live_notes(engram, being_id) == ["Water the tomatoes every other day"]
+    [version] = [e["version"] for e in engram.audit.history("note", old) if e["type"] == "Note.Superseded"]
+    decision = f"{old}@{version}"
+
+    plan = engram.undo.undo(decision, reason="the old rule holds", dry_run=True).plan
+    assert [s.describe() for s in plan.steps] == [
+        f"undo supersede {decision}: note {old} is live again (was superseded by {new})"
+    ]
+    engram.undo.undo(decision, reason="the old rule holds")
+
+    assert _live_notes(engram, being_id) == both and len(both) == 2
+    assert _pack(engram) == both
+    assert engram.note_lifecycle.history("Aria", old).replaced_by == []
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo(decision, reason="again")
+    engram.views.rebuild_all()
+    assert _live_notes(engram, being_id) == both and _pack(engram) == both
+    # The note can be superseded again, and that supersede is a decision of its own.
+    engram.note_lifecycle.supersede("Aria", old, new)
+    assert _live_notes(engram, being_id) == ["Water the tomatoes every other day"]
+
+
+def test_a_merge_s_supersede_is_not_undone_alone(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    ids = [
+        engram.notes.take("Aria", NoteInput(text=t, kind="preference")).note_id
+        for t in ("Tea, not coffee", "Green tea")
+    ]
+    engram.note_lifecycle.merge("Aria", ids, use_llm=False)
+    [version] = [e["version"] for e in engram.audit.history("note", ids[0]) if e["type"] == "Note.Superseded"]
+    head = engram.store.head()
+    with pytest.raises(InvalidInput, match="supersede by a merge"):
+        engram.undo.undo(f"{ids[0]}@{version}", reason="x")
+    assert engram.store.head() == head and len(_live_notes(engram, being_id)) == 1
+
+
+# -- an entity alias merge (ADR 0056) ---------------------------------------------------------------
+
+
+def _aliases(engram: Any, being_id: UUID) -> dict[str, str]:
+    engram.views.ensure()
+    return engram.views.facts.aliases([str(being_id)])
+
+
+def test_undo_of_an_alias_merge_unmerges_it(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    engram.facts.merge_entities("Aria", "person:bob", "person:robert")
+    assert _aliases(engram, being_id) == {"person:bob": "person:robert"}
+    map_id = entity_map_id(being_id)
+    [merged] = [e for e in engram.store.events(map_id) if isinstance(e, EntityMap.Merged)]
+    decision = f"{map_id}@{merged.originator_version}"
+
+    plan = engram.undo.undo(decision, reason="two Bobs", dry_run=True).plan
+    assert [s.describe() for s in plan.steps] == [
+        f"undo alias-merge {decision}: entity person:bob no longer reads as person:robert"
+    ]
+    engram.undo.undo(decision, reason="two Bobs")
+    assert _aliases(engram, being_id) == {}
+    with pytest.raises(AlreadyUndone):
+        engram.undo.undo(decision, reason="again")
+    engram.views.rebuild_all()
+    assert _aliases(engram, being_id) == {}
+
+
+def test_an_alias_merge_unmerged_by_hand_since_is_refused(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    engram.facts.merge_entities("Aria", "person:bob", "person:robert")
+    engram.facts.unmerge_entities("Aria", "person:bob")
+    engram.facts.merge_entities("Aria", "person:bob", "person:bobby")
+    map_id = entity_map_id(being_id)
+    first = next(e for e in engram.store.events(map_id) if isinstance(e, EntityMap.Merged))
+    with pytest.raises(UndoRefused, match="no longer in force"):
+        engram.undo.undo(f"{map_id}@{first.originator_version}", reason="x")
+    assert _aliases(engram, being_id) == {"person:bob": "person:bobby"}
