@@ -97,10 +97,39 @@ class ViewsIndex:
         return self.views.importance.scored_by(being_id, memory_id)
 
 
-def undo_records(store: AggregateStore, aggregate_id: UUID) -> list[dict[str, Any]]:
-    """The hook for undo (issue #13, helper H): the undo decisions that name `aggregate_id`, as
-    decision entries. Undo's compensating events already show among the aggregate's own events."""
-    return []
+_UNDOABLE = ("AbsorbedNodes", "Superseded", "Merged")
+"""The events that are decisions undo can reverse (ADR 0072): their id is `AGGREGATE@VERSION`."""
+
+
+def undo_records(
+    store: AggregateStore, being_id: UUID, aggregate_id: UUID, events: list[Any]
+) -> list[dict[str, Any]]:
+    """The undos of the decisions recorded on `aggregate_id` (ADR 0072), as decision entries: one
+    lookup by id per decision event, so the cost follows the memory, not the log. Undo's
+    compensating events already show among the aggregate's own events."""
+    from engram.domain.undo import Undo, undo_id_for
+
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if type(e).__name__ not in _UNDOABLE:
+            continue
+        decision = f"{aggregate_id}@{e.originator_version}"
+        undo = store.find(Undo, undo_id_for(being_id, decision))
+        if undo is not None:
+            out.append(
+                {
+                    "source": "undo",
+                    "task": "undo",
+                    "position": store.positions(undo.id).get(1),
+                    "decision": decision,
+                    "kind": undo.kind,
+                    "reason": undo.reason,
+                    "affected": list(undo.affected),
+                    "cascade_of": undo.cascade_of,
+                    "at": undo.created_on.isoformat(),
+                }
+            )
+    return out
 
 
 def _kind_of(topic: str) -> str | None:
@@ -176,7 +205,7 @@ class _Walk:
             _answered(node["events"])
             + self.decisions(found, aggregate_id, events)
             + self.importance(found, aggregate_id)
-            + undo_records(self.store, aggregate_id)
+            + undo_records(self.store, self.being_id, aggregate_id, events)
         )
         node["children"] = self.children(found, events, depth)
         if found in ("node", "fact"):
@@ -456,6 +485,9 @@ def _render(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     for e in node["events"]:
         lines.append(f"{pad}  @{e['position']} {e['at']} {e['type']} {_fields(e['detail'])}".rstrip())
     for d in node["decisions"]:
+        if d.get("source") == "undo":
+            lines.append(f"{pad}  * undone @{d['position']} {d['at']} {d['decision']}: {_short(d['reason'])}")
+            continue
         answer = d.get("raw_answer", d.get("answer"))
         lines.append(
             f"{pad}  * decision @{d['position']} {d['at']} {d.get('task')} model={d.get('model')} "

@@ -22,8 +22,8 @@ from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog,
 from engram.adapters.http.profile_routes import profile_routes
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.adapters.http.sleep_routes import sleep_routes
-from engram.adapters.http.why_routes import why_routes
 from engram.adapters.http.undo_routes import undo_routes
+from engram.adapters.http.why_routes import why_routes
 from engram.services.bootstrap import Engram
 from engram.services.errors import ConsistencyTimeout
 from engram.services.tokens import DEV_ADMIN, TokenService

@@ -320,3 +320,18 @@ def test_an_alias_merge_unmerged_by_hand_since_is_refused(engram) -> None:
     with pytest.raises(UndoRefused, match="no longer in force"):
         engram.undo.undo(f"{map_id}@{first.originator_version}", reason="x")
     assert _aliases(engram, being_id) == {"person:bob": "person:bobby"}
+
+
+def test_why_shows_the_undo_of_a_decision_on_its_memory(engram) -> None:
+    from engram.services.lineage import why_text
+
+    being_id, decision = _merged(engram)
+    survivor_id = decision.split("@")[0]
+    engram.undo.undo(decision, reason="two different walks")
+    report = engram.why.why(str(being_id), "node", survivor_id)
+    undone = [d for d in report["tree"]["decisions"] if d.get("source") == "undo"]
+    assert [(d["decision"], d["reason"], d["kind"]) for d in undone] == [
+        (decision, "two different walks", "consolidation")
+    ]
+    assert isinstance(undone[0]["position"], int)
+    assert f"* undone @{undone[0]['position']}" in why_text(report)
