@@ -45,6 +45,8 @@ class MigrationReport:
     switched: bool = False
     dropped: list[str] = field(default_factory=list)
     """The models whose collections the switch dropped."""
+    position: int | None = None
+    """The log position of `Switched`: where the new model became the live one."""
     seconds: float = 0.0
     estimate_s: float | None = None
     """Dry run: the time the embedder would take, from a sample."""
@@ -60,6 +62,7 @@ class MigrationReport:
             "done": self.done,
             "switched": self.switched,
             "dropped": self.dropped,
+            "position": self.position,
             "seconds": round(self.seconds, 3),
             "estimate_s": None if self.estimate_s is None else round(self.estimate_s, 1),
         }
@@ -132,7 +135,7 @@ class EmbeddingMigration:
                     left -= len(part)
                 if progress is not None:
                     progress(kind, min(i + len(part), len(items)), len(items))
-        report.switched, report.dropped = self._switch()
+        report.switched, report.dropped, report.position = self._switch()
         report.seconds = time.perf_counter() - started
         return report
 
@@ -142,20 +145,20 @@ class EmbeddingMigration:
             return EmbeddingModels.register(self.e.clock.now())
         return found  # type: ignore[no-any-return]
 
-    def _switch(self) -> tuple[bool, list[str]]:
+    def _switch(self) -> tuple[bool, list[str], int | None]:
         if any(self.pending().values()):  # a patrol embedded with the old model meanwhile: run again
-            return False, []
+            return False, [], None
         models = self._models()
         dropped = [m for m in self.stored_models() if m != self.to_model]
         if not dropped and models.migrating != self.to_model:
-            return False, []  # nothing of another model, and no migration to close
+            return False, [], None  # nothing of another model, and no migration to close
         if models.migrating != self.to_model:
             models.start_migration(self.to_model, dropped, self.e.clock.now())
         models.switch(self.to_model, dropped, self.e.clock.now())
-        self.e.store.save(models)
+        position = self.e.store.save(models)
         self.e.views.ensure(names=VIEWS)
-        log.info("embedding_model_switched", model=self.to_model, dropped=dropped)
-        return True, dropped
+        log.info("embedding_model_switched", model=self.to_model, dropped=dropped, position=position)
+        return True, dropped, position
 
     def _texts(self, kind: str, items: Sequence[tuple[UUID, UUID]]) -> tuple[list[Any], list[str]]:
         """The aggregates of `items` still holding another model's vector, and the texts to embed."""

@@ -554,6 +554,9 @@ _sleep.register(cli, command)  # `engram sleep|wake|mode|dream` (ADR 0060)
 from engram.adapters.cli import links_cmds as _links  # noqa: E402
 
 _links.register(cli, command)  # `engram links` (ADR 0062)
+from engram.adapters.cli import embeddings_cmds as _embeddings  # noqa: E402
+
+_embeddings.register(cli, command)  # `engram embeddings migrate` (ADR 0071)
 
 
 def main() -> None:

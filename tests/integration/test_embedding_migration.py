@@ -4,6 +4,10 @@ the switch that drops the old collections; a rebuild after it gives the same col
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from uuid import UUID
 
@@ -21,7 +25,7 @@ from engram.services.config import Settings
 from engram.services.embedder_check import embedder_mismatch
 from engram.services.embedding_migration import EmbeddingMigration
 from tests.patrol_support import topic_scenes
-from tests.support import SeededIds, SteppingClock
+from tests.support import ROOT, SeededIds, SteppingClock, settings_json
 
 OLD, NEW = "hashing-384", "hashing-64"
 ARIA = being_id_for_name("Aria")
@@ -130,3 +134,27 @@ def test_migrating_to_the_live_model_does_nothing(world: Engram) -> None:
     assert report.total == 0 and not report.switched
     assert world.store.head() == head
     assert UUID(int=0) != ARIA
+
+
+def test_killed_mid_migration_then_run_again(
+    world: Engram, make_settings: Callable[..., Settings], clock: SteppingClock
+) -> None:
+    world.close()  # the child owns the data directory while it runs
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.integration.migrate_kill_child", settings_json(make_settings())],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr[-2000:]
+    assert child.stdout.splitlines()[-1] == "node 2/6"
+    with bootstrap(make_settings(), clock=clock, ids=SeededIds()) as e:
+        migration = _migration(e)
+        assert {k: len(v) for k, v in migration.pending().items()} == {"node": 4, "note": 3, "fact": 2}
+        report = migration.run()
+        assert report.done == {"node": 4, "note": 3, "fact": 2} and report.switched
+        assert e.views.vectors.index.count(nodes_alias(NEW)) == 6
+        assert e.views.vectors.index.resolve_alias(nodes_alias(OLD)) is None
