@@ -208,10 +208,15 @@ def _by_being(items: Sequence[tuple[UUID, UUID]]) -> dict[UUID, list[UUID]]:
     return out
 
 
+def node_text(node: MemoryNode) -> str:
+    """What a node's vector is of: its scene's `when` and action, and its feeling (as the patrol embeds)."""
+    return Scene.model_validate(node.scene).embed_text(node.feeling)
+
+
 def _text(kind: str, agg: Any) -> str:
     """The text the item's vector is of (what its first embedding embedded)."""
     if kind == "node":
-        return Scene.model_validate(agg.scene).embed_text(agg.feeling)
+        return node_text(agg)
     if kind == "note":
         return str(agg.text)
     # As `FactSearch._embed`: the type, the fact (the text the old vector was of) and its evidence.
