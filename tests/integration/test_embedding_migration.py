@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from uuid import UUID
 
 import pytest
@@ -24,6 +25,7 @@ from engram.services.commands import FactInput, NoteInput
 from engram.services.config import Settings
 from engram.services.embedder_check import embedder_mismatch
 from engram.services.embedding_migration import EmbeddingMigration
+from tests.integration.orphan_child import index_factory
 from tests.patrol_support import topic_scenes
 from tests.support import ROOT, SeededIds, SteppingClock, settings_json
 
@@ -158,3 +160,23 @@ def test_killed_mid_migration_then_run_again(
         assert report.done == {"node": 4, "note": 3, "fact": 2} and report.switched
         assert e.views.vectors.index.count(nodes_alias(NEW)) == 6
         assert e.views.vectors.index.resolve_alias(nodes_alias(OLD)) is None
+
+
+def test_on_the_qdrant_client_adapter(tmp_path: Path, clock: SteppingClock) -> None:
+    """The same migration on `qdrant-client` (local mode stands for a Qdrant server): it uses only
+    the port's operations the contract suite checks on every adapter (an alias goes with its
+    collection)."""
+    settings = Settings(data_dir=tmp_path / "data", embedder="hashing", llm="none")
+    with bootstrap(
+        settings, clock=clock, ids=SeededIds(), vector_index=index_factory("qdrant", tmp_path / "qdrant")
+    ) as e:
+        e.beings.register("Aria")
+        for text in topic_scenes("baking", 3):
+            e.notes.take("Aria", NoteInput(text=text))
+        e.patrol("Aria")
+        assert _migration(e).run(stop_after=1).done["node"] == 1
+        report = _migration(e).run()
+        assert report.switched and report.done["node"] == 2
+        index = e.views.vectors.index
+        assert index.count(nodes_alias(NEW)) == 3 and index.resolve_alias(nodes_alias(OLD)) is None
+        assert not [c for c in index.list_collections() if "hashing_384" in c]
