@@ -765,7 +765,8 @@ def embeddings_migrate(results: dict[str, Result]) -> str | None:
             _n(r["items"]),
             _n(r["embedder_per_s"]),
             _n(r["migration_per_s"]),
-            f"{r['embedder_share']:.0%}",
+            " / ".join(f"{x:g}" for x in r.get("embedder_runs_s", [r["embedder_s"]])),
+            f"{r['migration_s']:g}",
         )
         for r in found
     ]
@@ -778,10 +779,18 @@ def embeddings_migrate(results: dict[str, Result]) -> str | None:
             f"{_n(first['per_kind']['node'])} nodes and {_n(first['per_kind']['note'])} notes embedded by the "
             f"hashing embedder, re-embedded with {first['model']} (`engram embeddings migrate --to offline`): "
             "embedding, the `Reembedded` events, the views' catch-up into the new collections and the switch "
-            "(ADR 0071). Beside it, the embedder alone on the same texts in the same batches: the migration is "
-            "embedder-bound.",
+            "(ADR 0071). Beside it, the embedder alone on the same texts in the same batches, before and after "
+            "the migration: the migration is embedder-bound, its rate that of the embedder within the swing of "
+            "the machine's load between the two runs.",
             table(
-                ["backend", "items", "embedder alone (texts/s)", "migration (items/s)", "embedder's share"],
+                [
+                    "backend",
+                    "items",
+                    "embedder alone (texts/s, mean)",
+                    "migration (items/s)",
+                    "embedder alone before / after (s)",
+                    "migration (s)",
+                ],
                 rows,
             ),
         ],
