@@ -261,6 +261,22 @@ class VectorsView(Projection):
         ):
             batch.centroids.delete(row["id"])
 
+    @handles(EmbeddingModels.Switched)
+    def _switched(self, batch: Batch, e: EmbeddingModels.Switched) -> None:
+        # Every vector is of `e.model` now (ADR 0071): the other models' centroids (counts of zero by
+        # then) and collections go. Searches begun on them finish first.
+        for row in rows_of_other_models(batch, batch.centroids, e.model):
+            batch.centroids.delete(row["id"])
+        if batch.active and not self.searches.drain(DRAIN_TIMEOUT_S):
+            log.warning("dropping the vector collections of a replaced model while searches still run")
+        drop_other_models(
+            batch,
+            batch.collections,
+            e.model,
+            self.index,
+            lambda r: f"engram_{r['kind']}__{model_slug(r['model'])}__g{batch.generation}",
+        )
+
     @handles(MemoryNode.Created)
     def _created(self, batch: Batch, e: MemoryNode.Created) -> None:
         batch.vector_nodes.put(
@@ -338,22 +354,6 @@ class VectorsView(Projection):
     @handles(MemoryNode.Revived)
     def _revived(self, batch: Batch, e: MemoryNode.Revived) -> None:
         self._change(batch, e, lambda r: r.update(status=NodeStatus.ACTIVE.value))
-
-    @handles(EmbeddingModels.Switched)
-    def _switched(self, batch: Batch, e: EmbeddingModels.Switched) -> None:
-        # Every vector is of `e.model` now (ADR 0071): the other models' centroids (counts of zero by
-        # then) and collections go. Searches begun on them finish first.
-        for row in rows_of_other_models(batch, batch.centroids, e.model):
-            batch.centroids.delete(row["id"])
-        if batch.active and not self.searches.drain(DRAIN_TIMEOUT_S):
-            log.warning("dropping the vector collections of a replaced model while searches still run")
-        drop_other_models(
-            batch,
-            batch.collections,
-            e.model,
-            self.index,
-            lambda r: f"engram_{r['kind']}__{model_slug(r['model'])}__g{batch.generation}",
-        )
 
     # -- writing to the index -------------------------------------------------------------------
 

@@ -529,6 +529,10 @@ from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench, _notes, _pack, _messages):
     _module.register(cli, command)
 
+from engram.adapters.cli import embeddings_cmds as _embeddings  # noqa: E402
+
+_embeddings.register(cli, command)  # `engram embeddings migrate` (ADR 0071)
+
 from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: E402
 
 _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|sweep|maintain` (ADR 0048)
@@ -554,9 +558,6 @@ _sleep.register(cli, command)  # `engram sleep|wake|mode|dream` (ADR 0060)
 from engram.adapters.cli import links_cmds as _links  # noqa: E402
 
 _links.register(cli, command)  # `engram links` (ADR 0062)
-from engram.adapters.cli import embeddings_cmds as _embeddings  # noqa: E402
-
-_embeddings.register(cli, command)  # `engram embeddings migrate` (ADR 0071)
 
 
 def main() -> None:
