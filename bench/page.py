@@ -751,6 +751,52 @@ def journal(results: dict[str, Result]) -> str | None:
     )
 
 
+def embeddings_migrate(results: dict[str, Result]) -> str | None:
+    """`engram embeddings migrate` beside the offline embedder's own rate (issue #13, ADR 0071)."""
+    found = [
+        results[k] for k in ("embeddings-migrate-sqlite", "embeddings-migrate-postgresql") if k in results
+    ]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r["meta"]["backend"], r["meta"]["backend"]),
+            _n(r["items"]),
+            _n(r["embedder_per_s"]),
+            _n(r["migration_per_s"]),
+            " / ".join(f"{x:g}" for x in r.get("embedder_runs_s", [r["embedder_s"]])),
+            f"{r['migration_s']:g}",
+        )
+        for r in found
+    ]
+    first = found[0]
+    return _section(
+        "Changing the embedding model",
+        "engram bench embeddings-migrate [--database-url postgresql://…]",
+        first,
+        [
+            f"{_n(first['per_kind']['node'])} nodes and {_n(first['per_kind']['note'])} notes embedded by the "
+            f"hashing embedder, re-embedded with {first['model']} (`engram embeddings migrate --to offline`): "
+            "embedding, the `Reembedded` events, the views' catch-up into the new collections and the switch "
+            "(ADR 0071). Beside it, the embedder alone on the same texts in the same batches, before and after "
+            "the migration: the migration is embedder-bound, its rate that of the embedder within the swing of "
+            "the machine's load between the two runs.",
+            table(
+                [
+                    "backend",
+                    "items",
+                    "embedder alone (texts/s, mean)",
+                    "migration (items/s)",
+                    "embedder alone before / after (s)",
+                    "migration (s)",
+                ],
+                rows,
+            ),
+        ],
+    )
+
+
 def extraction(results: dict[str, Result]) -> str | None:
     """Fact extraction with an instant fake LLM (issue #11, ADR 0058)."""
     found = [results[k] for k in ("extraction-sqlite", "extraction-postgresql") if k in results]
@@ -1278,6 +1324,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("sessions", lambda rs: sessions(rs["sessions"]) if "sessions" in rs else None),
     ("facts-upsert", facts_upsert),
     ("extraction", extraction),
+    ("embeddings-migrate", embeddings_migrate),
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
 )
 

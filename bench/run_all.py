@@ -96,6 +96,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("extraction", passthrough("extraction", *extraction))
     dreaming = ("--sizes", "2000", "--new", "50", "--dead", "20") if quick else ()
     runs.append(BenchRun("dreaming", passthrough("dreaming", *dreaming)))  # ADR 0062
+    migrate = ("--scenes", "100", "--notes", "100") if quick else ()
+    runs += per_backend("embeddings-migrate", passthrough("embeddings-migrate", *migrate))  # ADR 0071
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs

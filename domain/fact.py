@@ -393,6 +393,12 @@ class Fact(BeingScopedAggregate):
             f.embedding = self.embedding
             f.embedded_text = self.text
 
+    class Reembedded(Embedded):
+        """A vector of another model replacing the fact's (`engram embeddings migrate`, ADR 0071)."""
+
+        TOPIC = "engram.Fact.Reembedded"
+        class_version = 1
+
     def __init__(
         self,
         being_id: UUID,
@@ -537,6 +543,14 @@ class Fact(BeingScopedAggregate):
                 f"a {embedding.model}/{embedding.dim} vector is not mixed in",
             )
         self._emit(self.Embedded, at, embedding=embedding, text=self.text)
+
+    def reembed(self, embedding: Embedding, at: datetime, text: str) -> bool:
+        """Replace the vector with one of another model, of `text` (the text the old one was of: a
+        migration changes the model, not what is embedded); False if it has this model's."""
+        if self.embedding is not None and self.embedding.same_space(embedding):
+            return False
+        self._emit(self.Reembedded, at, embedding=embedding, text=text)
+        return True
 
 
 FACT_CONTENT_FIELDS = (

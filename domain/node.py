@@ -99,6 +99,13 @@ class MemoryNode(BeingScopedAggregate):
         def apply(self, node: MemoryNode) -> None:
             node.embedding = self.embedding
 
+    class Reembedded(Embedded):
+        """A vector of another model replacing the node's (`engram embeddings migrate`, ADR 0071). A
+        subclass: everything that reads a vector from `Embedded` reads this one too."""
+
+        TOPIC = "engram.MemoryNode.Reembedded"
+        class_version = 1
+
     class MovedToCluster(Event):
         TOPIC = "engram.MemoryNode.MovedToCluster"
         class_version = 1
@@ -366,6 +373,13 @@ class MemoryNode(BeingScopedAggregate):
                 f"a {embedding.model}/{embedding.dim} vector is not mixed in",
             )
         self._emit(self.Embedded, at, embedding=embedding)
+
+    def reembed(self, embedding: Embedding, at: datetime) -> bool:
+        """Replace the vector with one of another model (a migration); False if it has this one's."""
+        if self.embedding is not None and self.embedding.same_space(embedding):
+            return False
+        self._emit(self.Reembedded, at, embedding=embedding)
+        return True
 
     def move_to(self, cluster: Cluster, at: datetime) -> None:
         cluster.require_same_being(self.being_id)

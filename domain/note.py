@@ -406,6 +406,12 @@ class Note(BeingScopedAggregate):
         def apply(self, note: Note) -> None:
             note.embedding = self.embedding
 
+    class Reembedded(Embedded):
+        """A vector of another model replacing the note's (`engram embeddings migrate`, ADR 0071)."""
+
+        TOPIC = "engram.Note.Reembedded"
+        class_version = 1
+
     class Expired(Event):
         """The worker saw the note's `expires_at` pass. The event's timestamp is that clock reading;
         reads never waited for it (they compare `expires_at` with their own now)."""
@@ -719,6 +725,13 @@ class Note(BeingScopedAggregate):
                 f"a {embedding.model}/{embedding.dim} vector is not mixed in",
             )
         self._emit(self.Embedded, at, embedding=embedding)
+
+    def reembed(self, embedding: Embedding, at: datetime) -> bool:
+        """Replace the vector with one of another model (a migration); False if it has this one's."""
+        if self.embedding is not None and self.embedding.same_space(embedding):
+            return False
+        self._emit(self.Reembedded, at, embedding=embedding)
+        return True
 
     def expire(self, at: datetime) -> None:
         """Record that `expires_at` has passed; `at` is the clock reading that saw it."""

@@ -20,8 +20,10 @@ from uuid import UUID
 
 import numpy as np
 
+from engram.domain.embedding_models import EmbeddingModels
 from engram.domain.fact import Fact, FactStatus
 from engram.projections.engine import Batch, Projection, handles
+from engram.projections.model_switch import drop_other_models
 from engram.projections.note_search import terms
 from engram.projections.notes import utc_text
 from engram.projections.sql import ViewConnection, ViewDatabase
@@ -160,7 +162,7 @@ class FactSearchView(Projection):
     def _unpinned(self, batch: Batch, e: Fact.Unpinned) -> None:
         self._change(batch, e, pinned=False)
 
-    @handles(Fact.Embedded)
+    @handles(Fact.Embedded, Fact.Reembedded)
     def _embedded(self, batch: Batch, e: Fact.Embedded) -> None:
         row = self._row(batch, e)
         if row is not None:
@@ -172,6 +174,17 @@ class FactSearchView(Projection):
                 position=batch.position,
             )
             batch.fact_docs.put(row, whole=True)
+
+    @handles(EmbeddingModels.Switched)
+    def _switched(self, batch: Batch, e: EmbeddingModels.Switched) -> None:
+        # Every vector is of `e.model` now (ADR 0071): the other models' collections go.
+        drop_other_models(
+            batch,
+            batch.fact_collections,
+            e.model,
+            self.index,
+            lambda r: f"{facts_alias(r['model'])}__g{batch.generation}",
+        )
 
     # -- the vector collection ------------------------------------------------------------------
 

@@ -22,8 +22,10 @@ from uuid import UUID
 
 import numpy as np
 
+from engram.domain.embedding_models import EmbeddingModels
 from engram.domain.note import Note, NoteKind, Sensitivity
 from engram.projections.engine import Batch, Projection, handles
+from engram.projections.model_switch import drop_other_models
 from engram.projections.notes import utc_text
 from engram.projections.sql import ViewConnection, ViewDatabase
 from engram.projections.tables import Index, TableSpec
@@ -137,7 +139,7 @@ class NoteSearchView(Projection):
                 }
             )
 
-    @handles(Note.Embedded)
+    @handles(Note.Embedded, Note.Reembedded)
     def _embedded(self, batch: Batch, e: Note.Embedded) -> None:
         self._change(batch, e, model=e.embedding.model, vector=e.embedding.data)
 
@@ -160,6 +162,17 @@ class NoteSearchView(Projection):
     @handles(Note.Disabled)
     def _disabled(self, batch: Batch, e: Note.Disabled) -> None:
         self._change(batch, e, enabled=False)
+
+    @handles(EmbeddingModels.Switched)
+    def _switched(self, batch: Batch, e: EmbeddingModels.Switched) -> None:
+        # Every vector is of `e.model` now (ADR 0071): the other models' collections go.
+        drop_other_models(
+            batch,
+            batch.note_collections,
+            e.model,
+            self.index,
+            lambda r: f"{notes_alias(r['model'])}__g{batch.generation}",
+        )
 
     # -- the vector collection ------------------------------------------------------------------
 

@@ -30,8 +30,10 @@ import numpy as np
 import structlog
 
 from engram.domain.cluster import Cluster
+from engram.domain.embedding_models import EmbeddingModels
 from engram.domain.node import MemoryNode, NodeStatus
 from engram.projections.engine import Batch, Projection, handles
+from engram.projections.model_switch import drop_other_models, rows_of_other_models
 from engram.projections.sql import ViewConnection, ViewDatabase
 from engram.projections.tables import Index, TableSpec
 from engram.projections.vector_index import PayloadPatch, SearchFilter, VectorIndex, VectorPoint
@@ -259,6 +261,22 @@ class VectorsView(Projection):
         ):
             batch.centroids.delete(row["id"])
 
+    @handles(EmbeddingModels.Switched)
+    def _switched(self, batch: Batch, e: EmbeddingModels.Switched) -> None:
+        # Every vector is of `e.model` now (ADR 0071): the other models' centroids (counts of zero by
+        # then) and collections go. Searches begun on them finish first.
+        for row in rows_of_other_models(batch, batch.centroids, e.model):
+            batch.centroids.delete(row["id"])
+        if batch.active and not self.searches.drain(DRAIN_TIMEOUT_S):
+            log.warning("dropping the vector collections of a replaced model while searches still run")
+        drop_other_models(
+            batch,
+            batch.collections,
+            e.model,
+            self.index,
+            lambda r: f"engram_{r['kind']}__{model_slug(r['model'])}__g{batch.generation}",
+        )
+
     @handles(MemoryNode.Created)
     def _created(self, batch: Batch, e: MemoryNode.Created) -> None:
         batch.vector_nodes.put(
@@ -276,7 +294,7 @@ class VectorsView(Projection):
             whole=True,
         )
 
-    @handles(MemoryNode.Embedded)
+    @handles(MemoryNode.Embedded, MemoryNode.Reembedded)
     def _embedded(self, batch: Batch, e: MemoryNode.Embedded) -> None:
         def change(row: dict[str, Any]) -> None:
             # `_change` takes a replaced vector out of its centroid and puts the new one in.

@@ -2,8 +2,9 @@
 
 Each node's `Embedded` event names its model, and the vectors view keeps one collection per model. A
 vector from one model means nothing to another, so after a change of embedder `recall` and `query`
-no longer find the nodes embedded before it by meaning. Re-embedding is not built yet: until it is,
-every edge says so (the CLI's reading and patrol commands, `/v1/health`, the worker's log).
+no longer find the nodes embedded before it by meaning: every edge says so (the CLI's reading and
+patrol commands, `/v1/health`, the worker's log), and names `engram embeddings migrate` (ADR 0071),
+which re-embeds them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class EmbedderMismatch:
         return (
             f"{some} made with {made}, but the configured embedder is {self.configured}: recall and query "
             f"cannot find those nodes by meaning. Set the embedder back ({setting_for(self.stored[0])}) to "
-            "find them again; re-embedding them with the new embedder is not available yet"
+            "find them again, or re-embed them with the configured one: engram embeddings migrate --to "
+            f"{migrate_target(self.configured)}"
         )
 
 
@@ -48,3 +50,13 @@ def setting_for(model_id: str) -> str:
     if model_id.startswith("openai:"):
         return f"ENGRAM_EMBEDDER=openai, ENGRAM_EMBEDDING_MODEL={model_id.removeprefix('openai:')}"
     return f"the embedder of model {model_id}"
+
+
+def migrate_target(model_id: str) -> str:
+    """The `engram embeddings migrate --to` value that gives vectors of this model id."""
+    if model_id.startswith("minilm"):
+        return "offline"
+    if model_id.startswith("hashing-"):
+        dim = model_id.removeprefix("hashing-")
+        return "hashing" if dim == "384" else f"hashing:{dim}"
+    return model_id  # `openai:MODEL`

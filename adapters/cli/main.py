@@ -529,6 +529,10 @@ from engram.adapters.cli import reading_cmds as _reading  # noqa: E402
 for _module in (_demo, _admin, _reading, _listing, _http, _mcp, _bench, _notes, _pack, _messages):
     _module.register(cli, command)
 
+from engram.adapters.cli import embeddings_cmds as _embeddings  # noqa: E402
+
+_embeddings.register(cli, command)  # `engram embeddings migrate` (ADR 0071)
+
 from engram.adapters.cli import note_lifecycle_cmds as _note_lifecycle  # noqa: E402
 
 _note_lifecycle.register(cli, command)  # `engram notes supersede|history|merge|sweep|maintain` (ADR 0048)

@@ -61,6 +61,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "extraction-sqlite",
         "fact-search-sqlite",
         "dreaming",  # ADR 0062
+        "embeddings-migrate-sqlite",  # ADR 0071
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -73,6 +74,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "facts-upsert-postgresql",
             "extraction-postgresql",
             "fact-search-postgresql",
+            "embeddings-migrate-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
