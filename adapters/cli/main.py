@@ -586,3 +586,6 @@ def _exit_now(code: str | int | None) -> None:
 from engram.adapters.cli import profile_cmds as _profiles  # noqa: E402
 
 _profiles.register(cli, command)  # `engram entities profile`, `engram reflections` (ADR 0064, 0065)
+from engram.adapters.cli import verify_cmds as _verify  # noqa: E402
+
+_verify.register(cli, command)  # `engram verify` (ADR 0069)
