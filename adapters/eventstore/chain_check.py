@@ -24,7 +24,7 @@ def verify(
 ) -> chain.Verdict:
     """Check the chain after position `start` (0: from the first event), anchored at the stored hash
     of the last hashed position at or before `start`."""
-    rows, anchor = _reader(app)
+    rows, anchor = log_rows(app)
     position, previous = anchor(start)
     return chain.walk(rows, position, previous, progress)
 
@@ -44,7 +44,7 @@ def seal(app: Application[UUID]) -> int:
 
 def stored_hashes(app: Application[UUID], positions: list[int]) -> dict[int, str]:
     """The stored chain hash (hex) at each of `positions` that has one."""
-    rows, _ = _reader(app)
+    rows, _ = log_rows(app)
     out: dict[int, str] = {}
     for p in positions:
         found = rows(p - 1, 1)
@@ -53,7 +53,7 @@ def stored_hashes(app: Application[UUID], positions: list[int]) -> dict[int, str
     return out
 
 
-def _reader(app: Application[UUID]) -> tuple[chain.Rows, Callable[[int], tuple[int, bytes]]]:
+def log_rows(app: Application[UUID]) -> tuple[chain.Rows, Callable[[int], tuple[int, bytes]]]:
     recorder = app.recorder
     if isinstance(recorder, SQLiteApplicationRecorder):
         return _sqlite(recorder)
