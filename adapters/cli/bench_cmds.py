@@ -135,6 +135,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "dreaming_bench",
         "The dreaming tick at 10k and 100k memories: linking, cleanup, one hop of retrieval (ADR 0062).",
     )
+    _passthrough(
+        "audit-log",
+        "audit_log_bench",
+        "Hash chain: ingest cost and verify/s; a being's export/import per second.",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -91,29 +91,44 @@ def seal_sqlite(cursor: Any, events_table: str) -> int:
         cursor.executemany(f"INSERT INTO {HASH_TABLE} (position, hash) VALUES (?, ?)", hashes)
         after, previous = hashes[-1]
         done += len(hashes)
+        if len(rows) < BATCH:
+            return done
 
 
 def seal_postgres(cursor: Any, schema: str | None, events_table: str) -> int:
-    """`seal_sqlite` on PostgreSQL; the caller holds the events table's lock (the library's insert)."""
+    """`seal_sqlite` on PostgreSQL; the caller holds the events table's lock (the library's insert).
+
+    The library's insert runs in pipeline mode: each statement gets a cursor of its own (a cursor
+    that ran an `executemany` would hand its result to the next `fetchall`), and the hashes go in
+    with one `INSERT … SELECT unnest(…)`."""
+    conn = cursor.connection
     hashes_table = _pg_name(schema, HASH_TABLE)
-    cursor.execute(f"SELECT position, hash FROM {hashes_table} ORDER BY position DESC LIMIT 1".encode())
-    last = _first(cursor.fetchall())
+    with conn.cursor() as c:
+        c.execute(f"SELECT position, hash FROM {hashes_table} ORDER BY position DESC LIMIT 1".encode())
+        last = _first(c.fetchall())
     after, previous = (int(last[0]), bytes(last[1])) if last else (0, GENESIS)
     done = 0
     while True:
-        cursor.execute(
-            "SELECT notification_id, originator_id, originator_version, topic, state "
-            f"FROM {_pg_name(schema, events_table)} WHERE notification_id > %s "
-            "ORDER BY notification_id LIMIT %s".encode(),
-            [after, BATCH],
-        )
-        rows = [_tuple(r) for r in cursor.fetchall()]
+        with conn.cursor() as c:
+            c.execute(
+                "SELECT notification_id, originator_id, originator_version, topic, state "
+                f"FROM {_pg_name(schema, events_table)} WHERE notification_id > %s "
+                "ORDER BY notification_id LIMIT %s".encode(),
+                [after, BATCH],
+            )
+            rows = [_tuple(r) for r in c.fetchall()]
         if not rows:
             return done
         hashes = _chained(previous, rows)
-        cursor.executemany(f"INSERT INTO {hashes_table} (position, hash) VALUES (%s, %s)".encode(), hashes)
+        with conn.cursor() as c:
+            c.execute(
+                f"INSERT INTO {hashes_table} (position, hash) SELECT * FROM unnest(%s::bigint[], %s::bytea[])".encode(),
+                [[p for p, _ in hashes], [h for _, h in hashes]],
+            )
         after, previous = hashes[-1]
         done += len(hashes)
+        if len(rows) < BATCH:
+            return done
 
 
 def _tuple(row: Any) -> tuple[Any, ...]:

@@ -62,20 +62,45 @@ def log_rows(app: Application[UUID]) -> tuple[chain.Rows, Callable[[int], tuple[
     raise TypeError(f"no hash chain on {type(recorder).__name__}")
 
 
+def _windowed(window: Callable[[int, int], list[tuple[Any, ...]]], top: Callable[[], int]) -> chain.Rows:
+    """`chain.Rows` from a reader of position ranges: each query reads one range of `limit` positions
+    through the primary keys (an ORDER BY … LIMIT over the outer join would sort everything after
+    `after` on every batch), skipping empty ranges up to the highest position."""
+
+    def rows(after: int, limit: int) -> list[tuple[Any, ...]]:
+        highest = top()
+        while after < highest:
+            found = window(after, after + limit)
+            if found:
+                return found
+            after += limit
+        return []
+
+    return rows
+
+
 def _sqlite(recorder: SQLiteApplicationRecorder) -> tuple[chain.Rows, Callable[[int], tuple[int, bytes]]]:
     t, h = recorder.events_table_name, chain.HASH_TABLE
     sql = (
         f"SELECT e.rowid, e.originator_id, e.originator_version, e.topic, e.state, h.hash FROM {t} e "
-        f"LEFT JOIN {h} h ON h.position = e.rowid WHERE e.rowid > ? "
+        f"LEFT JOIN {h} h ON h.position = e.rowid WHERE e.rowid > ? AND e.rowid <= ? "
         f"UNION ALL SELECT h.position, NULL, NULL, NULL, NULL, h.hash FROM {h} h "
-        f"WHERE h.position > ? AND NOT EXISTS (SELECT 1 FROM {t} WHERE rowid = h.position) "
-        "ORDER BY 1 LIMIT ?"
+        f"WHERE h.position > ? AND h.position <= ? AND NOT EXISTS (SELECT 1 FROM {t} WHERE rowid = h.position) "
+        "ORDER BY 1"
     )
+    top_sql = f"SELECT MAX(m) FROM (SELECT MAX(rowid) AS m FROM {t} UNION ALL SELECT MAX(position) FROM {h})"
 
-    def rows(after: int, limit: int) -> list[tuple[Any, ...]]:
+    def window(after: int, upto: int) -> list[tuple[Any, ...]]:
         with recorder.datastore.transaction(commit=False) as c:
-            c.execute(sql, [after, after, limit])
+            c.execute(sql, [after, upto, after, upto])
             return [tuple(r) for r in c.fetchall()]
+
+    def top() -> int:
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(top_sql)
+            return int(c.fetchone()[0] or 0)
+
+    rows = _windowed(window, top)
 
     def anchor(start: int) -> tuple[int, bytes]:
         with recorder.datastore.transaction(commit=False) as c:
@@ -96,15 +121,24 @@ def _postgres(recorder: Any) -> tuple[chain.Rows, Callable[[int], tuple[int, byt
     h = f'"{schema}"."{chain.HASH_TABLE}"' if schema else f'"{chain.HASH_TABLE}"'
     sql = (
         "SELECT COALESCE(e.notification_id, h.position), e.originator_id, e.originator_version, e.topic, "
-        f"e.state, h.hash FROM (SELECT * FROM {t} WHERE notification_id > %s) e "
-        f"FULL OUTER JOIN (SELECT * FROM {h} WHERE position > %s) h ON h.position = e.notification_id "
-        "ORDER BY 1 LIMIT %s"
+        f"e.state, h.hash FROM (SELECT * FROM {t} WHERE notification_id > %s AND notification_id <= %s) e "
+        f"FULL OUTER JOIN (SELECT * FROM {h} WHERE position > %s AND position <= %s) h "
+        "ON h.position = e.notification_id ORDER BY 1"
     )
+    top_sql = f"SELECT GREATEST((SELECT MAX(notification_id) FROM {t}), (SELECT MAX(position) FROM {h}))"
 
-    def rows(after: int, limit: int) -> list[tuple[Any, ...]]:
+    def window(after: int, upto: int) -> list[tuple[Any, ...]]:
         with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
-            curs.execute(sql.encode(), [after, after, limit])
+            curs.execute(sql.encode(), [after, upto, after, upto])
             return list(curs.fetchall())
+
+    def top() -> int:
+        with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:
+            curs.execute(top_sql.encode())
+            row = curs.fetchone()
+        return int(row[0] or 0) if row else 0
+
+    rows = _windowed(window, top)
 
     def anchor(start: int) -> tuple[int, bytes]:
         with recorder.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as curs:

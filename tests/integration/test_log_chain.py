@@ -121,3 +121,24 @@ def test_cli_verify_prints_the_first_broken_position_and_checks_a_checkpoint(
     assert broken.exit_code == 6 and result["broken_at"] == 1 and result["checkpoint_matches"] is True
     text = runner.invoke(cli, ["verify"])
     assert text.exit_code == 6 and "BROKEN at position 1" in text.stdout
+
+
+@pytest.mark.parametrize("step", [7, chain.BATCH])
+def test_batches_larger_than_a_seal_step_are_sealed_in_order(
+    step: int, engram: Engram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uuid import uuid4
+
+    from eventsourcing.persistence import StoredEvent
+
+    monkeypatch.setattr(chain, "BATCH", step)  # 7: several steps per seal, and per verify
+    _write(engram, n=1)
+    _sql(engram, "DELETE FROM HASHES WHERE ? = ?", [1, 1])  # a backlog too
+    noted = [e for _, e in engram.store.log.decoded_events(1, 100) if type(e).__name__ == "Noted"][0]
+    state = engram.store.app.mapper.to_stored_event(noted).state
+    for _ in range(2):  # the library's insert in one transaction, 1000 events at a time
+        engram.store.app.recorder.insert_events(
+            [StoredEvent(uuid4(), 1, "engram.Note.Noted", state) for _ in range(1000)]
+        )
+    verdict = chain_check.verify(engram.store.app)
+    assert verdict.ok and verdict.unsealed == 0 and verdict.checked == len(_positions(engram)) == 2004
