@@ -33,35 +33,24 @@ from uuid import uuid4
 from eventsourcing.persistence import StoredEvent
 
 from bench.machine import finish, machine_info
+from bench.messages_bench import _engram as fresh_engram  # one scratch deployment, as that bench opens it
 from engram.adapters.eventstore import being_transfer, chain, chain_check
-from engram.services.bootstrap import Engram, bootstrap
+from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
-from engram.services.config import Settings
 
 SCENE = {"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}
 
 
 @contextlib.contextmanager
 def _deployment(backend: str, root: Path) -> Iterator[Engram]:
-    data_dir = root / uuid4().hex
+    """A fresh deployment: a new directory, and on PostgreSQL a scratch schema."""
+    url = None
     if backend == "postgres":
-        from bench.scratch import scratch_schema
-
         url = os.environ.get("ENGRAM_TEST_DATABASE_URL") or os.environ.get("ENGRAM_DATABASE_URL")
         if not url:
             raise SystemExit("--backend postgres needs ENGRAM_TEST_DATABASE_URL")
-        with scratch_schema(url, prefix="bench_audit_") as scoped:
-            e = bootstrap(Settings(data_dir=data_dir, database_url=scoped, embedder="hashing", llm="none"))
-            try:
-                yield e
-            finally:
-                e.close()
-        return
-    e = bootstrap(Settings(data_dir=data_dir, embedder="hashing", llm="none"))
-    try:
+    with fresh_engram(root / uuid4().hex, url) as e:
         yield e
-    finally:
-        e.close()
 
 
 def _take(e: Engram, n: int, tag: str) -> float:

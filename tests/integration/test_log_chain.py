@@ -134,7 +134,7 @@ def test_batches_larger_than_a_seal_step_are_sealed_in_order(
     monkeypatch.setattr(chain, "BATCH", step)  # 7: several steps per seal, and per verify
     _write(engram, n=1)
     _sql(engram, "DELETE FROM HASHES WHERE ? = ?", [1, 1])  # a backlog too
-    noted = [e for _, e in engram.store.log.decoded_events(1, 100) if type(e).__name__ == "Noted"][0]
+    noted = next(e for _, e in engram.store.log.decoded_events(1, 100) if type(e).__name__ == "Noted")
     state = engram.store.app.mapper.to_stored_event(noted).state
     for _ in range(2):  # the library's insert in one transaction, 1000 events at a time
         engram.store.app.recorder.insert_events(
