@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from engram.adapters.cli.main import cli
 from engram.adapters.eventstore import chain, chain_check
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
+from engram.services.config import Settings
 
 SCENE = {"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}
 
@@ -142,3 +145,31 @@ def test_batches_larger_than_a_seal_step_are_sealed_in_order(
         )
     verdict = chain_check.verify(engram.store.app)
     assert verdict.ok and verdict.unsealed == 0 and verdict.checked == len(_positions(engram)) == 2004
+
+
+def test_concurrent_writers_leave_one_intact_chain(make_settings: Callable[..., Settings]) -> None:
+    """Three processes' worth of writers (each its own Engram and connections) at once: the chain
+    follows the log's order (on PostgreSQL the library's table lock serialises the inserts)."""
+    from engram.services.bootstrap import bootstrap
+
+    engrams = [bootstrap(make_settings()) for _ in range(3)]
+    barrier = threading.Barrier(len(engrams))
+
+    def write(e: Engram, name: str) -> None:
+        e.beings.register(name)
+        barrier.wait()
+        for i in range(15):
+            e.notes.take(name, NoteInput(text=json.dumps({**SCENE, "action": f"{name} {i}"})))
+
+    threads = [threading.Thread(target=write, args=(e, f"B{n}")) for n, e in enumerate(engrams)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        verdict = chain_check.verify(engrams[0].store.app)
+        assert verdict.ok and verdict.unsealed == 0 and verdict.checked == len(_positions(engrams[0]))
+        assert verdict.checked >= 3 * 16
+    finally:
+        for e in engrams:
+            e.close()
