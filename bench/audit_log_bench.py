@@ -1,6 +1,6 @@
 """The log's hash chain and a being's export/import (ADRs 0069, 0070).
 
-    engram bench audit-log [--backend sqlite|postgres] [--events N] [--transfer N] [--notes N]
+    engram bench audit-log [--backend sqlite|postgres] [--database-url URL] [--events N] [--transfer N] [--notes N]
                            [--json] [--json-out FILE]
 
 - ingest: `notes.take` per second with the chain sealed in each insert's transaction, and with the
@@ -41,14 +41,22 @@ from engram.services.commands import NoteInput
 SCENE = {"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}
 
 
+_URL: dict[str, str] = {}
+"""`--database-url`, when given."""
+
+
 @contextlib.contextmanager
 def _deployment(backend: str, root: Path) -> Iterator[Engram]:
     """A fresh deployment: a new directory, and on PostgreSQL a scratch schema."""
     url = None
     if backend == "postgres":
-        url = os.environ.get("ENGRAM_TEST_DATABASE_URL") or os.environ.get("ENGRAM_DATABASE_URL")
+        url = (
+            _URL.get("url")
+            or os.environ.get("ENGRAM_TEST_DATABASE_URL")
+            or os.environ.get("ENGRAM_DATABASE_URL")
+        )
         if not url:
-            raise SystemExit("--backend postgres needs ENGRAM_TEST_DATABASE_URL")
+            raise SystemExit("--backend postgres needs --database-url or ENGRAM_TEST_DATABASE_URL")
     with fresh_engram(root / uuid4().hex, url) as e:
         yield e
 
@@ -149,12 +157,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    parser.add_argument("--database-url", default=None, help="PostgreSQL (implies --backend postgres)")
     parser.add_argument("--events", type=int, default=100_000, help="log size for verify")
     parser.add_argument("--transfer", type=int, default=20_000, help="events of the exported being")
     parser.add_argument("--notes", type=int, default=300, help="notes per ingest round")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
+    if args.database_url:
+        _URL["url"], args.backend = args.database_url, "postgres"
     machine = machine_info()
     with tempfile.TemporaryDirectory(prefix="engram-audit-bench-") as tmp:
         root = Path(tmp)

@@ -96,6 +96,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("extraction", passthrough("extraction", *extraction))
     dreaming = ("--sizes", "2000", "--new", "50", "--dead", "20") if quick else ()
     runs.append(BenchRun("dreaming", passthrough("dreaming", *dreaming)))  # ADR 0062
+    audit = ("--events", "3000", "--transfer", "300", "--notes", "10") if quick else ()
+    runs += per_backend("audit-log", passthrough("audit-log", *audit))  # ADRs 0069, 0070
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs
