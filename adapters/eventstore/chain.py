@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -96,92 +96,35 @@ def seal_sqlite(cursor: Any, events_table: str) -> int:
             return done
 
 
-def seal_postgres(
-    cursor: Any, schema: str | None, events_table: str, new: Sequence[tuple[int, Any]] = ()
-) -> int:
-    """`seal_sqlite` on PostgreSQL; the caller holds the events table's lock (the library's insert).
+def seal_postgres(cursor: Any, schema: str | None, events_table: str, uuid_ids: bool = True) -> None:
+    """`seal_sqlite` on PostgreSQL, computed by the server in one statement; the caller holds the
+    events table's lock (the library's insert).
 
-    `new`: (notification id, stored event) of the events this transaction inserted. When nothing
-    unhashed precedes them (the usual case), their hashes are computed from them, without reading
-    them back: one round trip (the last hash, and whether anything lies between it and them) and one
-    insert that the commit flushes.
-
-    The library's insert runs in pipeline mode: each statement gets a cursor of its own (a cursor
-    that ran an `executemany` would hand its result to the next `fetchall`), and the hashes go in
-    with one `INSERT … SELECT unnest(…)`."""
-    conn = cursor.connection
-    hashes_table = _pg_name(schema, HASH_TABLE)
-    first_new = min((p for p, _ in new), default=None)
-    with conn.cursor() as c:
-        c.execute(
-            f"SELECT l.position, l.hash, EXISTS (SELECT 1 FROM {_pg_name(schema, events_table)} "
-            "WHERE notification_id > COALESCE(l.position, 0) AND notification_id < %s) AS gap "
-            f"FROM (SELECT 1) one LEFT JOIN (SELECT position, hash FROM {hashes_table} "
-            "ORDER BY position DESC LIMIT 1) l ON true".encode(),
-            [first_new if first_new is not None else 2**62],
-        )
-        row = c.fetchone()
-    position = row["position"] if isinstance(row, dict) else row[0]
-    stored = row["hash"] if isinstance(row, dict) else row[1]
-    gap = row["gap"] if isinstance(row, dict) else row[2]
-    after, previous = (int(position), bytes(stored)) if position is not None else (0, GENESIS)
-    if new and not gap:
-        rows = [
-            (p, e.originator_id, e.originator_version, e.topic, e.state)
-            for p, e in sorted(new, key=_first_item)
-        ]
-        hashes = _chained(previous, rows)
-        _insert_pg(conn, hashes_table, hashes)
-        return len(hashes)
-    done = 0
-    while True:
-        with conn.cursor() as c:
-            c.execute(
-                "SELECT notification_id, originator_id, originator_version, topic, state "
-                f"FROM {_pg_name(schema, events_table)} WHERE notification_id > %s "
-                "ORDER BY notification_id LIMIT %s".encode(),
-                [after, BATCH],
-            )
-            rows = [_tuple(r) for r in c.fetchall()]
-        if not rows:
-            return done
-        hashes = _chained(previous, rows)
-        _insert_pg(conn, hashes_table, hashes)
-        after, previous = hashes[-1]
-        done += len(hashes)
-        if len(rows) < BATCH:
-            return done
-
-
-def _first_item(pair: tuple[int, Any]) -> int:
-    return pair[0]
-
-
-def _insert_pg(conn: Any, hashes_table: str, hashes: list[tuple[int, bytes]]) -> None:
-    with conn.cursor() as c:
-        c.execute(
-            f"INSERT INTO {hashes_table} (position, hash) SELECT * FROM unnest(%s::bigint[], %s::bytea[])".encode(),
-            [[p for p, _ in hashes], [h for _, h in hashes]],
-        )
-
-
-def _tuple(row: Any) -> tuple[Any, ...]:
-    if isinstance(row, dict):
-        return (
-            row["notification_id"],
-            row["originator_id"],
-            row["originator_version"],
-            row["topic"],
-            row["state"],
-        )
-    return tuple(row)
-
-
-def _first(rows: list[Any]) -> tuple[Any, Any] | None:
-    if not rows:
-        return None
-    row = rows[0]
-    return (row["position"], row["hash"]) if isinstance(row, dict) else (row[0], row[1])
+    The library's insert runs in pipeline mode: a statement whose result is read mid-transaction
+    (the last hash, then the rows) costs a round trip per insert and, with large batches, hung the
+    pipeline. The chain is computed by a recursive query instead, each step an index lookup of the
+    next position, with PostgreSQL's `sha256` over the same bytes as `link` (`int8send` is the
+    big-endian 8 bytes of `struct`'s `>q`, `uuid_send` the id's 16 bytes). Nothing is read back: the
+    commit flushes it."""
+    events = _pg_name(schema, events_table)
+    hashes = _pg_name(schema, HASH_TABLE)
+    oid = "e.originator_id" if uuid_ids else "e.originator_id::uuid"
+    sql = (
+        "WITH RECURSIVE chain(position, hash) AS ("
+        f"  SELECT COALESCE(l.position, 0), COALESCE(l.hash, '\\x{GENESIS.hex()}'::bytea) FROM (SELECT 1) one"
+        f"  LEFT JOIN (SELECT position, hash FROM {hashes} ORDER BY position DESC LIMIT 1) l ON true"
+        "  UNION ALL"
+        "  SELECT e.notification_id, sha256(c.hash || int8send(e.notification_id) || "
+        f"uuid_send({oid}) || int8send(e.originator_version::bigint) || "
+        "convert_to(e.topic, 'UTF8') || '\\x00'::bytea || e.state)"
+        "  FROM chain c CROSS JOIN LATERAL ("
+        f"    SELECT * FROM {events} WHERE notification_id > c.position ORDER BY notification_id LIMIT 1"
+        "  ) e"
+        f") INSERT INTO {hashes} (position, hash) SELECT position, hash FROM chain "
+        f"WHERE position > COALESCE((SELECT MAX(position) FROM {hashes}), 0)"
+    )
+    with cursor.connection.cursor() as c:
+        c.execute(sql.encode())
 
 
 @dataclass(frozen=True)

@@ -38,8 +38,23 @@ def seal(app: Application[UUID]) -> int:
     if on_postgres(recorder):
         with recorder.datastore.transaction(commit=True) as curs:
             curs.execute(f"LOCK TABLE {pg_events_table(recorder)} IN EXCLUSIVE MODE".encode())
-            return chain.seal_postgres(curs, recorder.datastore.schema, recorder.events_table_name)
+            before = _hashed(curs, recorder)
+            chain.seal_postgres(
+                curs,
+                recorder.datastore.schema,
+                recorder.events_table_name,
+                recorder.datastore.originator_id_type == "uuid",
+            )
+            return _hashed(curs, recorder) - before
     raise TypeError(f"no hash chain on {type(recorder).__name__}")
+
+
+def _hashed(curs: Any, recorder: Any) -> int:
+    schema = recorder.datastore.schema
+    table = f'"{schema}"."{chain.HASH_TABLE}"' if schema else f'"{chain.HASH_TABLE}"'
+    curs.execute(f"SELECT count(*) AS n FROM {table}".encode())
+    row = curs.fetchone()
+    return int(row["n"] if isinstance(row, dict) else row[0])
 
 
 def stored_hashes(app: Application[UUID], positions: list[int]) -> dict[int, str]:

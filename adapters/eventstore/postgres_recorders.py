@@ -36,8 +36,9 @@ class PostgresEventRecorder(PostgresApplicationRecorder):
     ) -> Sequence[int] | None:
         ids = super()._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
         # Still in the insert's transaction, the events table locked (ADR 0069).
-        new = list(zip(ids, stored_events, strict=True)) if ids else []
-        chain.seal_postgres(curs, self.datastore.schema, self.events_table_name, new)
+        chain.seal_postgres(
+            curs, self.datastore.schema, self.events_table_name, self.datastore.originator_id_type == "uuid"
+        )
         return ids
 
 
