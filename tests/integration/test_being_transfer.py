@@ -63,8 +63,9 @@ def other_backend(backend: str, tmp_path: Path) -> Iterator[Engram]:
 
 
 def test_round_trip_to_the_other_backend_gives_identical_views(
-    engram: Engram, other_backend: Engram, tmp_path: Path
+    engram: Engram, other_backend: Engram, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(being_transfer, "WRITE_BATCH", 3)  # several transactions, in file order
     _fill(engram)
     path = tmp_path / "aria.jsonl"
     summary = _export(engram, path)
