@@ -124,7 +124,7 @@ def seal_postgres(cursor: Any, schema: str | None, events_table: str, uuid_ids: 
         f"WHERE position > COALESCE((SELECT MAX(position) FROM {hashes}), 0)"
     )
     with cursor.connection.cursor() as c:
-        c.execute(sql.encode())
+        c.execute(sql.encode(), prepare=True)  # planning the recursive query costs more than running it
 
 
 @dataclass(frozen=True)
