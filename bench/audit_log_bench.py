@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import statistics
 import tempfile
@@ -30,6 +31,7 @@ from typing import Any
 from unittest import mock
 from uuid import uuid4
 
+import structlog
 from eventsourcing.persistence import StoredEvent
 
 from bench.machine import finish, machine_info
@@ -164,6 +166,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
+    # stdout is the result (`engram bench all` reads it): no log line of the commands in it.
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     if args.database_url:
         _URL["url"], args.backend = args.database_url, "postgres"
     machine = machine_info()
