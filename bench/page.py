@@ -1304,6 +1304,54 @@ def facts_upsert(results: dict[str, Result]) -> str | None:
     )
 
 
+def audit_log(results: dict[str, Result]) -> str | None:
+    """Issue #13 (helper F): the log's hash chain (ADR 0069) and a being's export/import (ADR 0070)."""
+    found = [results[k] for k in ("audit-log-sqlite", "audit-log-postgresql") if k in results]
+    if not found:
+        return None
+    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+    rows = [
+        (
+            names.get(r["backend"], r["backend"]),
+            f"{_n(r['ingest']['with_chain_per_s'])} / {_n(r['ingest']['without_chain_per_s'])}",
+            f"{r['ingest']['cost_pct']}%",
+            f"{_n(r['verify']['events_per_s'])} ({_n(r['verify']['events'])} events)",
+            _n(r["transfer"]["export_per_s"]),
+            _n(r["transfer"]["import_per_s"]),
+            f"{r['transfer']['views_catch_up_s']}",
+        )
+        for r in found
+    ]
+    first = found[0]
+    return _section(
+        "Hash chain, verify, export and import",
+        "engram bench audit-log [--backend postgres]",
+        first,
+        [
+            "Ingest: `notes.take` per second with the chain sealed in each insert's transaction and with "
+            f"sealing switched off, {first['ingest']['rounds']} interleaved rounds of "
+            f"{first['ingest']['notes_per_round']} (medians). Verify: events per second recomputed and "
+            f"compared (goal 50,000/s). Export/import: a being of {_n(first['transfer']['events'])} events "
+            "written to a file, then read into a fresh deployment (every check, then 1,000 events a "
+            "transaction), the views' catch-up apart. The ingest rounds alternate in one process on a shared "
+            "machine: a difference of a few tens of percent either way is within its noise (a negative "
+            "cost is noise).",
+            table(
+                [
+                    "backend",
+                    "notes/s with / without chain",
+                    "ingest cost",
+                    "verify events/s",
+                    "export events/s",
+                    "import events/s",
+                    "views after import (s)",
+                ],
+                rows,
+            ),
+        ],
+    )
+
+
 RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("event-size", lambda rs: event_size(rs["event-size"]) if "event-size" in rs else None),
     ("ingest", ingest),
@@ -1326,6 +1374,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("extraction", extraction),
     ("embeddings-migrate", embeddings_migrate),
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
+    ("audit-log", audit_log),
 )
 
 

@@ -98,6 +98,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs.append(BenchRun("dreaming", passthrough("dreaming", *dreaming)))  # ADR 0062
     migrate = ("--scenes", "100", "--notes", "100") if quick else ()
     runs += per_backend("embeddings-migrate", passthrough("embeddings-migrate", *migrate))  # ADR 0071
+    audit = ("--events", "3000", "--transfer", "300", "--notes", "10") if quick else ()
+    runs += per_backend("audit-log", passthrough("audit-log", *audit))  # ADRs 0069, 0070
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs

@@ -140,6 +140,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "embeddings_migrate_bench",
         "engram embeddings migrate, hashing to offline MiniLM: items/s beside the embedder's own rate (ADR 0071).",
     )
+    _passthrough(
+        "audit-log",
+        "audit_log_bench",
+        "Hash chain: ingest cost and verify/s; a being's export/import per second.",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

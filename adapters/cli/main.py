@@ -596,3 +596,9 @@ _profiles.register(cli, command)  # `engram entities profile`, `engram reflectio
 from engram.adapters.cli import undo_cmds as _undo  # noqa: E402
 
 _undo.register(cli, command)  # `engram undo DECISION_ID` (ADR 0072)
+from engram.adapters.cli import verify_cmds as _verify  # noqa: E402
+
+_verify.register(cli, command)  # `engram verify` (ADR 0069)
+from engram.adapters.cli import transfer_cmds as _transfer  # noqa: E402
+
+_transfer.register(cli, command)  # `engram export`, `engram import` (ADR 0070)

@@ -36,6 +36,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from engram.adapters.eventstore import chain
 from engram.adapters.sqlite_checkpoints import INLINE_CHECKPOINT_PAGES, Checkpointer
 
 DURABLE = "durable"
@@ -61,6 +62,8 @@ def _insert(
         try:
             with conn.transaction(commit=True) as c:
                 ids = recorder._insert_events(c, stored_events, **kwargs)
+                if isinstance(recorder, SQLiteEventRecorder):
+                    chain.seal_sqlite(c, recorder.events_table_name)  # ADR 0069: in the same transaction
         finally:
             if not durable:
                 with conn.cursor() as cursor:
@@ -79,6 +82,9 @@ class SQLiteEventRecorder(SQLiteApplicationRecorder):
     """The log's recorder: a save with `durable=False` commits without waiting for the disk."""
 
     checkpointer: Checkpointer | None = None
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [*super().construct_create_table_statements(), chain.sqlite_create_statement()]
 
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         durable = bool(kwargs.pop(DURABLE, True))

@@ -62,6 +62,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "fact-search-sqlite",
         "dreaming",  # ADR 0062
         "embeddings-migrate-sqlite",  # ADR 0071
+        "audit-log-sqlite",  # ADRs 0069, 0070
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -75,6 +76,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "extraction-postgresql",
             "fact-search-postgresql",
             "embeddings-migrate-postgresql",
+            "audit-log-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
@@ -124,6 +126,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Context pack and notes list",
         "## Fact upsert",
         "## Dreaming",
+        "## Hash chain, verify, export and import",
         "## What the figures mean for a deployment",
     ):
         assert heading in page
