@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,15 @@ class JournalFolder:
             return path.read_text(encoding="utf-8")
         except FileNotFoundError:
             return None
+
+    def remove(self, folder: str) -> int:
+        """Delete the folder and its files (erasure, ADR 0073); returns how many files went."""
+        where = self.root / _component(folder, "folder")
+        if not where.is_dir():
+            return 0
+        files = [p for p in where.rglob("*") if p.is_file()]
+        shutil.rmtree(where)
+        return len(files)
 
     def write(self, folder: str, name: str, text: str) -> None:
         where = self.root / _component(folder, "folder")

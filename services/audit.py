@@ -180,7 +180,8 @@ class AuditQueries:
             "kind": kind.value if kind else None,
             "aggregate_id": str(notification.originator_id),
             "version": notification.originator_version,
-            "timestamp": event.timestamp.isoformat(),
+            # An event whose key was destroyed keeps no time (it was inside the sealed state, ADR 0073).
+            "timestamp": event.timestamp.isoformat() if event.timestamp else None,
             "type": event_type(event),
             "being_id": str(event.being_id) if getattr(event, "being_id", None) else None,
             "payload": event_payload(event),

@@ -7,6 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from engram.domain.being import Being
+from engram.domain.erasure import ContentErased
 from engram.domain.ids import being_id_for_name
 from engram.domain.text import check_text
 from engram.services.commands import BeingRegistered, Done
@@ -30,20 +31,28 @@ def resolve_being(store: AggregateStore, ref: str | UUID) -> Being:
     check_text("being", ref)  # a name no store could keep has no id either
     as_id = parse_uuid(ref)
     if as_id is not None:
-        found = store.find(Being, as_id)
+        try:
+            found = store.find(Being, as_id)
+        except ContentErased:
+            raise NotFound(f"being {ref!r} was forgotten") from None
         if found is not None:
             return found
     try:
         return store.get(Being, being_id_for_name(ref))
     except NotFound:
         raise NotFound(f"being {ref!r} not found") from None
+    except ContentErased:  # its key was destroyed (ADR 0073)
+        raise NotFound(f"being {ref!r} was forgotten") from None
 
 
 def list_beings(store: AggregateStore) -> list[dict[str, Any]]:
     """Every registered being, in registration order, read from the log (#3 adds a read model)."""
     out = []
     for notification in store.iter_notifications(topics=[str(Being.Registered.TOPIC)]):
-        being = store.get(Being, UUID(str(notification.originator_id)))
+        try:
+            being = store.get(Being, UUID(str(notification.originator_id)))
+        except ContentErased:  # a forgotten being (ADR 0073)
+            continue
         out.append({**being.summary(), "registered_at": being.created_on.isoformat()})
     return out
 

@@ -33,6 +33,7 @@ from engram.services.views import Views
 if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.entity_profiles import EntityProfiles
+    from engram.services.erasure import Forgetting
     from engram.services.fact_capacity import FactCapacity
     from engram.services.fact_extraction import FactExtraction
     from engram.services.fact_search import FactSearching
@@ -310,6 +311,18 @@ class Engram:
         )
 
     @cached_property
+    def forgetting(self) -> Forgetting:
+        """Erasure that holds: `forget being` (crypto-shredding, ADR 0073)."""
+        from engram.adapters.eventstore.shredding_storage import ShreddingStorage
+        from engram.adapters.journal_files import JournalFolder
+        from engram.services.erasure import Forgetting
+
+        keys = self.store.app.keys  # type: ignore[attr-defined]  # the EventLog's key store
+        root = self.settings.journal_dir or self.settings.data_dir / "journals"
+        storage = ShreddingStorage(self.store.app, self.settings.data_dir)
+        return Forgetting(self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock)
+
+    @cached_property
     def views(self) -> Views:
         """The read models; opened on first use."""
         return self.open_views()
@@ -446,11 +459,12 @@ def bootstrap(
     `vector_index` (a factory, called on first use) replace the configured adapters."""
     from engram.adapters.eventstore import open_event_log
     from engram.adapters.eventstore.log_access import LogAccess
+    from engram.adapters.key_files import open_key_store
     from engram.adapters.system import RandomIds, SystemClock
 
     settings = settings or Settings()
     url = settings.database_url.get_secret_value() if settings.database_url else None
-    log = LogAccess(open_event_log(settings.data_dir, url))
+    log = LogAccess(open_event_log(settings.data_dir, url, keys=open_key_store(settings.data_dir)))
     return Engram(
         settings=settings,
         store=AggregateStore(log, AggregateCache(settings.aggregate_cache_size)),

@@ -322,6 +322,10 @@ class JournalFiles(Protocol):
 
     def write(self, folder: str, name: str, text: str) -> None: ...
 
+    def remove(self, folder: str) -> int:
+        """Delete the folder and its files (erasure); returns how many files went."""
+        ...
+
     def read(self, folder: str, name: str) -> str | None:
         """The file's text, or None when there is none."""
         ...

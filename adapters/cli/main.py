@@ -511,7 +511,9 @@ def _print_log(entries: list[dict[str, Any]], *, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps(e, ensure_ascii=False, default=str))
         else:
-            click.echo(f"{e['position']:>7}  {e['timestamp']}  {e['type']:<32} {e['aggregate_id']}")
+            click.echo(
+                f"{e['position']:>7}  {e['timestamp'] or '(time erased)'}  {e['type']:<32} {e['aggregate_id']}"
+            )
     sys.stdout.flush()
 
 
@@ -561,6 +563,9 @@ _links.register(cli, command)  # `engram links` (ADR 0062)
 from engram.adapters.cli import why_cmds as _why  # noqa: E402
 
 _why.register(cli, command)  # `engram why` (ADR 0068)
+from engram.adapters.cli import forget_cmds as _forget  # noqa: E402
+
+_forget.register(cli, command)  # `engram forget being` (ADR 0073)
 
 
 def main() -> None:

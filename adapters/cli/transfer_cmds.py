@@ -36,11 +36,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         being = resolve_being(engram.store, being_ref)
         keys: Callable[[Any], str | None] | None = None
         if with_keys:
-            key_store = getattr(engram, "key_store", None)
-            hook = getattr(key_store, being_transfer.KEY_EXPORT_HOOK, None)
-            if hook is None:
+            keys = being_transfer.key_exporter(engram.store.app)
+            if keys is None:
                 fail_text("--with-keys: this deployment has no key store to export keys from")
-            keys = hook
         started = time.perf_counter()
         partial = out.with_name(out.name + ".partial")
         with partial.open("w", encoding="utf-8") as f:

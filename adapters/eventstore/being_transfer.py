@@ -31,14 +31,25 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
 from engram.adapters.eventstore import chain, chain_check
+from engram.adapters.eventstore.shredding import key_id_of, sealed
 
 FORMAT = "engram-export/1"
 KEYS_HOOK = "keys"
-"""The manifest's field for the being's data keys (`--with-keys`), filled by `KEY_EXPORT_HOOK`."""
-KEY_EXPORT_HOOK = "export_being_keys"
-"""HOOK for the key store (issue #13's crypto-shredding part): `engram export --with-keys` calls
-`engram.key_store.export_being_keys(being_id) -> str` (the being's wrapped keys, serialised) when Engram
-has a `key_store`; until one exists the option is refused with a message saying so."""
+"""The manifest's field for the being's data keys (`--with-keys`), filled by `key_exporter`."""
+
+
+def key_exporter(app: Any) -> Callable[[UUID], str | None] | None:
+    """What `--with-keys` puts in the manifest: the being's data key from the log's key store (ADR
+    0073), as JSON {key id: base64 key}; None when the deployment has no key store."""
+    store = getattr(app, "keys", None)
+    if store is None:
+        return None
+
+    def keys(being_id: UUID) -> str | None:
+        found = dict(store.export_keys(being_id))
+        return json.dumps(found) if found else None
+
+    return keys
 
 
 class TransferRefused(Exception):
@@ -84,7 +95,13 @@ def _being_events(app: Application[UUID], being_id: UUID) -> Iterator[tuple[int,
                 continue
             oid = raw_id if isinstance(raw_id, UUID) else UUID(raw_id)
             state_bytes = bytes(state)
-            if version == 1 and (oid == being_id or decode(state_bytes).get("being_id") == being_id):
+            # A sealed event names its being in its clear header (ADR 0073); others carry it in clear.
+            owner = key_id_of(state_bytes) if sealed(state_bytes) else None
+            if version == 1 and (
+                oid == being_id
+                or owner == being_id
+                or (owner is None and decode(state_bytes).get("being_id") == being_id)
+            ):
                 members.add(oid)
             if oid in members:
                 yield int(position), oid, int(version), topic, state_bytes, stored_hash
@@ -201,7 +218,42 @@ def plan_import(app: Application[UUID], path: Path) -> ImportPlan:
                 f"the target holds another event {e.originator_version} of aggregate {e.originator_id}: "
                 "the file and this deployment disagree on that history; nothing was imported"
             )
+    _check_keys(app, being_id, to_write, manifest)
     return ImportPlan(str(header["being"]), being_id, events, to_write, present, len(have), manifest)
+
+
+def _file_keys(manifest: dict[str, Any]) -> dict[str, str]:
+    raw = manifest.get(KEYS_HOOK)
+    if not raw:
+        return {}
+    try:
+        keys = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        raise TransferRefused(f"the file's keys are not readable: {exc}") from exc
+    if not isinstance(keys, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in keys.items()
+    ):
+        raise TransferRefused("the file's keys are not readable: not an object of key id to key")
+    return keys
+
+
+def _check_keys(app: Any, being_id: UUID, to_write: list[StoredEvent], manifest: dict[str, Any]) -> None:
+    """Events sealed with the being's key (ADR 0073) are readable here only with that key: from the
+    file (`--with-keys`) or from this deployment's key store already."""
+    if not any(sealed(bytes(e.state)) for e in to_write):
+        return
+    store = getattr(app, "keys", None)
+    if store is None:
+        raise TransferRefused("the file's events are encrypted and this deployment has no key store")
+    if being_id.hex in _file_keys(manifest):
+        return
+    if store.is_destroyed(being_id):
+        raise TransferRefused("this being was forgotten here: its key is destroyed")
+    if not store.export_keys(being_id):
+        raise TransferRefused(
+            "the file's events are encrypted with the being's key, which neither the file nor this "
+            "deployment holds: export it again with --with-keys"
+        )
 
 
 WRITE_BATCH = 1000
@@ -214,6 +266,10 @@ def apply_import(app: Application[UUID], plan: ImportPlan) -> int:
     """Write the plan's missing events, in file order, `WRITE_BATCH` to a transaction. Everything was
     checked before (`plan_import`); an import cut short by a crash is completed by running it again
     (what was written is skipped)."""
+    keys = _file_keys(plan.manifest)
+    store = getattr(app, "keys", None)
+    if keys and store is not None:
+        store.import_keys(keys)  # before the events: they are read with them
     for start in range(0, len(plan.to_write), WRITE_BATCH):
         app.recorder.insert_events(plan.to_write[start : start + WRITE_BATCH])
     return len(plan.to_write)

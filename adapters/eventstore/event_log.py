@@ -15,9 +15,10 @@ from uuid import UUID
 import structlog
 from eventsourcing.application import Application, ProcessingEvent
 from eventsourcing.domain import BaseAggregate
-from eventsourcing.persistence import JSONTranscoder, Recording, Transcoder
+from eventsourcing.persistence import JSONTranscoder, Mapper, Recording, Transcoder
 
 from engram.adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
+from engram.adapters.eventstore.shredding import ShreddingMapper, has_sealed_events
 from engram.adapters.eventstore.transcodings import (
     DateAsISO,
     EmbeddingAsFloat32,
@@ -33,6 +34,7 @@ from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
 from engram.domain.sleep import Sleep
 from engram.domain.undo import Undo  # noqa: F401  (no view imports it: its topics resolve here, ADR 0072)
+from engram.services.key_store import KeyStore, KeyStoreError
 
 log = structlog.get_logger(__name__)
 
@@ -93,7 +95,7 @@ def _storage(env: Mapping[str, str]) -> str:
     return postgres_storage(env["POSTGRES_DBNAME"], env["POSTGRES_HOST"], env["POSTGRES_PORT"])
 
 
-def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
+def open_event_log(data_dir: Path, database_url: str | None, keys: KeyStore | None = None) -> EventLog:
     """Open (and on first use create) the log.
 
     On PostgreSQL the library creates its tables at start-up; processes starting at the same
@@ -101,17 +103,31 @@ def open_event_log(data_dir: Path, database_url: str | None) -> EventLog:
     with an advisory lock.
     """
     env = event_log_env(data_dir, database_url)
+    app = _open(env, keys)
+    if keys is not None and not keys.exists:
+        # One scan, on the first start of this version only: the store is created right after.
+        if has_sealed_events(app):
+            app.close()
+            raise KeyStoreError(
+                f"the log holds encrypted events but the key store {keys.location} is missing: "
+                "restore it (or point ENGRAM_DATA_DIR at the data dir that holds it)"
+            )
+        keys.create()
+    return app
+
+
+def _open(env: dict[str, str], keys: KeyStore | None) -> EventLog:
     if env["PERSISTENCE_MODULE"] != POSTGRES_FACTORY:
         # A process opening a SQLite database in WAL mode creates its shared-memory file: on a full disk,
         # even one that only reads fails here.
         with reported_as_storage_full(_storage(env)):
-            return EventLog(env=env)
+            return EventLog(env=env, keys=keys)
     import psycopg
 
     with psycopg.connect(_conninfo(env), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(hashtext('engram-event-log-ddl'))")
         try:
-            return EventLog(env=env)
+            return EventLog(env=env, keys=keys)
         finally:
             conn.execute("SELECT pg_advisory_unlock(hashtext('engram-event-log-ddl'))")
 
@@ -150,6 +166,16 @@ class EventLog(Application[UUID]):
         ObservationCursor: 100,
         Sleep: 100,  # an event per sleep tick that did something (ADR 0060)
     }
+
+    def __init__(self, env: Mapping[str, str] | None = None, keys: KeyStore | None = None) -> None:
+        self.keys = keys  # set before the library constructs the mapper
+        super().__init__(env=env)
+
+    def construct_mapper(self) -> Mapper[UUID]:
+        if self.keys is None:
+            return super().construct_mapper()
+        # Personal text sealed with its being's key (crypto-shredding, ADR 0073).
+        return ShreddingMapper(self.construct_transcoder(), self.keys)
 
     @cached_property
     def storage(self) -> str:

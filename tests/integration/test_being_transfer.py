@@ -33,12 +33,15 @@ def _fill(engram: Engram) -> None:
     engram.notes.take("Bo", NoteInput(text=json.dumps(SCENE)))
 
 
-def _export(engram: Engram, path: Path, being: str = "Aria") -> being_transfer.ExportSummary:
+def _export(
+    engram: Engram, path: Path, being: str = "Aria", *, keys: bool = True
+) -> being_transfer.ExportSummary:
     from engram.services.beings import resolve_being
 
     found = resolve_being(engram.store, being)
+    with_keys = being_transfer.key_exporter(engram.store.app) if keys else None
     with path.open("w", encoding="utf-8") as f:
-        return being_transfer.export_being(engram.store.app, found.name, found.id, f)
+        return being_transfer.export_being(engram.store.app, found.name, found.id, f, with_keys=with_keys)
 
 
 def _views(engram: Engram) -> Any:
@@ -115,16 +118,22 @@ def test_a_damaged_file_is_refused_and_nothing_is_written(
     assert other_backend.store.log.head() == head
 
 
-def test_a_conflicting_history_is_refused(engram: Engram, other_backend: Engram, tmp_path: Path) -> None:
+def test_a_being_made_twice_is_two_histories_and_keys_are_needed(
+    engram: Engram, other_backend: Engram, tmp_path: Path
+) -> None:
     _fill(engram)
-    other_backend.beings.register("Aria")  # the same id, another history
-    other_backend.notes.take("Aria", NoteInput(text=json.dumps({**SCENE, "action": "elsewhere"})))
+    other_backend.beings.register("Aria")  # the same id, registered here on its own: another being's key
     path = tmp_path / "aria.jsonl"
     _export(engram, path)
-    plan = being_transfer.plan_import(other_backend.store.app, path)
-    # Same seeded ids and clock: the being and its roots agree, the note written here is another
-    # event of the being's (it asks before importing over it), the five notes are new.
-    assert (plan.present, plan.others, len(plan.to_write)) == (3, 1, 5)
+    # Encrypted with different keys (ADR 0073), the two registrations are two histories of one id.
+    with pytest.raises(TransferRefused, match="disagree"):
+        being_transfer.plan_import(other_backend.store.app, path)
+    bare = tmp_path / "bare.jsonl"
+    _export(engram, bare, keys=False)
+    fresh = tmp_path / "fresh.jsonl"
+    _export(engram, fresh)
+    assert '"keys": null' in bare.read_text().splitlines()[-1]
+    assert '"keys": null' not in fresh.read_text().splitlines()[-1]
 
 
 def test_two_histories_of_one_aggregate_are_refused(
@@ -149,16 +158,18 @@ def _cli_exported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[CliR
     assert runner.invoke(cli, ["being", "create", "Aria"]).exit_code == 0
     assert runner.invoke(cli, ["note", "Aria", "--scene", json.dumps(SCENE)]).exit_code == 0
     path = tmp_path / "aria.jsonl"
-    out = runner.invoke(cli, ["export", "Aria", "--out", str(path)])
+    out = runner.invoke(cli, ["export", "Aria", "--with-keys", "--out", str(path)])
     assert out.exit_code == 0 and "exported Aria" in out.stdout, out.stderr
     return runner, path
 
 
 def test_cli_export_import_idempotent_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner, path = _cli_exported(tmp_path, monkeypatch)
-    keys = runner.invoke(cli, ["export", "Aria", "--out", str(tmp_path / "k.jsonl"), "--with-keys"])
-    assert keys.exit_code != 0 and "no key store" in keys.stderr
+    bare = tmp_path / "bare.jsonl"
+    assert runner.invoke(cli, ["export", "Aria", "--out", str(bare)]).exit_code == 0
     monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "b"))
+    keyless = runner.invoke(cli, ["import", str(bare)])  # encrypted, and no key for it here
+    assert keyless.exit_code == 4 and "--with-keys" in keyless.stderr
     first = runner.invoke(cli, ["import", str(path), "--json"])
     assert first.exit_code == 0, first.stderr
     assert json.loads(first.stdout)["written"] > 0
@@ -185,7 +196,7 @@ def test_cli_import_over_a_being_with_other_events_needs_yes(
     other = {**SCENE, "action": "Repotted the basil"}
     assert runner.invoke(cli, ["note", "Aria", "--scene", json.dumps(other)]).exit_code == 0
     back = tmp_path / "back.jsonl"
-    assert runner.invoke(cli, ["export", "Aria", "--out", str(back)]).exit_code == 0
+    assert runner.invoke(cli, ["export", "Aria", "--with-keys", "--out", str(back)]).exit_code == 0
     monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "a"))
     assert (
         runner.invoke(

@@ -898,6 +898,18 @@ def test_undo_over_the_wire(world: World, monkeypatch: pytest.MonkeyPatch) -> No
     _problem(c.post("/v1/admin/undo/nonsense"), 422, "invalid_input")
 
 
+def test_forget_a_being_over_the_wire(world: World) -> None:
+    """`POST /v1/admin/beings/{being}/forget` (ADR 0073): admin only; again, it says so."""
+    c = world.as_admin
+    _ok(c.post("/v1/beings", json={"name": "Gone"}), 201)
+    token = _ok(c.post("/v1/admin/tokens", json={"being": "Gone", "label": "Gone's agent"}), 201)["token"]
+    assert world.client(token).post("/v1/admin/beings/Gone/forget").status_code == 403
+    done = _ok(c.post("/v1/admin/beings/Gone/forget"))
+    assert done["already"] is False and done["counts"]["events"] >= 1 and done["position"] > 0
+    assert _ok(c.post("/v1/admin/beings/Gone/forget"))["already"] is True
+    assert c.get("/v1/beings/Gone/notes").status_code == 404
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

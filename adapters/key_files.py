@@ -1,0 +1,168 @@
+"""The default key store: one JSON file of data keys under the data dir, readable by its owner only.
+
+Writes go to a temporary file (created 0600) renamed over the old one, so a crash leaves either
+store whole. A destroyed key is replaced by a tombstone (no key material) so that `forget` can say
+"already forgotten" and nothing is ever encrypted under that id again.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import stat
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from engram.services.key_store import KeyDestroyed, KeyStoreError
+
+KEY_FILE = "keys.json"
+_DESTROYED = "destroyed"
+_KEY_BYTES = 32  # AES-256-GCM
+_RECHECK_S = 0.5
+"""How stale this process's copy may be: a key another process destroyed stops decrypting here (and
+nothing more is sealed under it) within this time."""
+
+
+class LocalKeyStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._keys: dict[str, str] = {}
+        self._seen: tuple[int, int, int] | None = None  # (inode, mtime, size): each save is a new inode
+        self._checked_at = time.monotonic()
+        if path.exists():
+            self._check_permissions()
+            self._load()
+
+    @classmethod
+    def in_data_dir(cls, data_dir: Path) -> LocalKeyStore:
+        return cls(data_dir / KEY_FILE)
+
+    @property
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def _check_permissions(self) -> None:
+        mode = stat.S_IMODE(self.path.stat().st_mode)
+        if mode & 0o077:
+            raise KeyStoreError(
+                f"key store {self.path} is readable by others (mode {mode:o}): run `chmod 600 {self.path}`"
+            )
+
+    def _load(self) -> None:
+        try:
+            data: Any = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise KeyStoreError(f"key store {self.path} cannot be read: {exc}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
+            raise KeyStoreError(f"key store {self.path} is not an Engram key store")
+        self._keys = {str(k): str(v) for k, v in data["keys"].items()}
+        self._seen = _signature(self.path)
+
+    def _refresh(self) -> None:
+        """Another process may have added or destroyed a key since: read the file again if it changed."""
+        self._checked_at = time.monotonic()
+        try:
+            seen = _signature(self.path)
+        except FileNotFoundError:
+            return
+        if seen != self._seen:
+            self._check_permissions()
+            self._load()
+
+    def _save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"version": 1, "keys": self._keys}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        self._seen = _signature(self.path)
+
+    def key_for_writing(self, key_id: UUID) -> bytes | None:
+        name = key_id.hex
+        value = self._keys.get(name)
+        if value is None:
+            with self._lock:
+                self._refresh()
+                value = self._keys.get(name)
+                if value is None:
+                    value = base64.b64encode(secrets.token_bytes(_KEY_BYTES)).decode("ascii")
+                    self._keys[name] = value
+                    self._save()
+        return None if value == _DESTROYED else base64.b64decode(value)
+
+    def key_for_reading(self, key_id: UUID) -> bytes:
+        name = key_id.hex
+        value = self._keys.get(name)
+        if value is None:
+            with self._lock:
+                self._refresh()
+                value = self._keys.get(name)
+        if value is None:
+            raise KeyStoreError(f"key store {self.path} has no key {name}: is it the store of this log?")
+        if value == _DESTROYED:
+            raise KeyDestroyed(name)
+        return base64.b64decode(value)
+
+    def destroy(self, key_id: UUID) -> bool:
+        with self._lock:
+            self._refresh()
+            if self._keys.get(key_id.hex) == _DESTROYED:
+                return False
+            self._keys[key_id.hex] = _DESTROYED
+            self._save()
+            return True
+
+    def is_destroyed(self, key_id: UUID) -> bool:
+        if time.monotonic() - self._checked_at > _RECHECK_S:
+            with self._lock:
+                self._refresh()
+        return self._keys.get(key_id.hex) == _DESTROYED
+
+    def create(self) -> None:
+        """Write the empty store (a deployment's first start), so that later starts know it exists."""
+        with self._lock:
+            if not self.path.exists():
+                self._save()
+
+    def export_keys(self, key_id: UUID) -> Mapping[str, str]:
+        with self._lock:
+            self._refresh()
+        value = self._keys.get(key_id.hex)
+        return {} if value is None or value == _DESTROYED else {key_id.hex: value}
+
+    def import_keys(self, keys: Mapping[str, str]) -> int:
+        added = 0
+        with self._lock:
+            self._refresh()
+            for name, value in keys.items():
+                if name not in self._keys:
+                    base64.b64decode(value, validate=True)
+                    self._keys[UUID(hex=name).hex] = value
+                    added += 1
+            if added:
+                self._save()
+        return added
+
+
+def _signature(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def open_key_store(data_dir: Path) -> LocalKeyStore:
+    """The deployment's key store (`<data dir>/keys.json`); refuses one others can read."""
+    return LocalKeyStore.in_data_dir(data_dir)

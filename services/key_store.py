@@ -1,0 +1,81 @@
+"""The key store port: the data keys that encrypt a being's personal text in the log (ADR 0073).
+
+Keys live outside the log, so that destroying one makes every event it encrypted unreadable while
+the log itself stays append-only ("crypto-shredding"). The default adapter is a 0600 file under the
+data dir (`adapters/key_files.py`); a KMS can take its place behind the same protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, runtime_checkable
+from uuid import UUID
+
+from engram.services.errors import ServiceError
+
+
+class KeyStoreError(ServiceError):
+    """The key store cannot be used as it is (missing, wrong permissions, unreadable): refuse to start."""
+
+    code = "key_store"
+
+
+class KeyDestroyed(Exception):
+    """The key was destroyed: what it encrypted is erased."""
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """Data keys by key id (a being's id; later a subject's or an item's)."""
+
+    @property
+    def exists(self) -> bool:
+        """Whether the store was ever created (a missing store over a log with sealed events: refuse)."""
+
+    @property
+    def location(self) -> str:
+        """Where it is, for messages."""
+
+    def key_for_writing(self, key_id: UUID) -> bytes | None:
+        """The key to encrypt with, created on first use; None if it was destroyed (nothing may be
+        written under it again)."""
+
+    def key_for_reading(self, key_id: UUID) -> bytes:
+        """The key to decrypt with. Raises `KeyDestroyed` if it was destroyed, `KeyStoreError` if the
+        store never held it."""
+
+    def destroy(self, key_id: UUID) -> bool:
+        """Destroy the key (a tombstone stays, saying it was destroyed); False if it already was."""
+
+    def is_destroyed(self, key_id: UUID) -> bool:
+        """Cheap enough to ask per event: an adapter may answer from a copy at most a moment old."""
+
+    def create(self) -> None:
+        """Create the empty store if there is none."""
+
+    def export_keys(self, key_id: UUID) -> Mapping[str, str]:
+        """The live keys of `key_id` as {key id hex: base64 key}, for an export `--with-keys`."""
+
+    def import_keys(self, keys: Mapping[str, str]) -> int:
+        """Add keys exported by `export_keys`; returns how many were new. A destroyed key stays destroyed."""
+
+
+@runtime_checkable
+class ShreddableLog(Protocol):
+    """What erasure asks of the log's storage beyond the key store (adapters/eventstore/shredding.py)."""
+
+    def sealed_events(self, key_id: UUID) -> int:
+        """How many stored events are sealed under `key_id` (read from their clear header)."""
+
+    def clear_events(self, key_id: UUID) -> int:
+        """How many stored events in clear (written before ADR 0073) name `key_id`: these no key can shred."""
+
+    def drop_sealed_snapshots(self, key_id: UUID) -> int:
+        """Delete the snapshots sealed under `key_id` (a cache); returns how many."""
+
+    def forget_cipher(self, key_id: UUID) -> None:
+        """This process stops decrypting with the destroyed key at once."""
+
+    def scrub(self) -> list[str]:
+        """Make deleted rows unrecoverable from the files this deployment writes (SQLite: checkpoint
+        the WAL and VACUUM); returns what was scrubbed."""

@@ -1,0 +1,108 @@
+"""The key store's file and the sealing mapper (ADR 0073), without a database."""
+
+from __future__ import annotations
+
+import os
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
+
+from engram.adapters.eventstore.event_log import EventLog
+from engram.adapters.eventstore.shredding import MAGIC, ShreddingMapper
+from engram.adapters.key_files import LocalKeyStore
+from engram.domain.erasure import ContentErased, ErasedContent, Erasure
+from engram.domain.note import Note
+from engram.services.key_store import KeyStoreError
+
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def _mapper(tmp_path: Path) -> tuple[ShreddingMapper, LocalKeyStore]:
+    keys = LocalKeyStore(tmp_path / "keys.json")
+    transcoder = EventLog.construct_transcoder(EventLog.__new__(EventLog))
+    return ShreddingMapper(transcoder, keys), keys
+
+
+def test_the_key_file_is_private_and_a_destroyed_key_leaves_a_tombstone(tmp_path: Path) -> None:
+    keys = LocalKeyStore(tmp_path / "keys.json")
+    being = uuid4()
+    key = keys.key_for_writing(being)
+    assert key is not None and len(key) == 32
+    assert stat.S_IMODE((tmp_path / "keys.json").stat().st_mode) == 0o600
+    assert LocalKeyStore(tmp_path / "keys.json").key_for_reading(being) == key  # another process reads it
+    assert keys.export_keys(being) and keys.destroy(being) and not keys.destroy(being)
+    assert keys.export_keys(being) == {} and keys.key_for_writing(being) is None
+    assert key.hex() not in (tmp_path / "keys.json").read_text()
+
+
+def test_a_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    LocalKeyStore(tmp_path / "keys.json").key_for_writing(uuid4())
+    os.chmod(tmp_path / "keys.json", 0o640)
+    with pytest.raises(KeyStoreError, match="chmod 600"):
+        LocalKeyStore(tmp_path / "keys.json")
+
+
+def test_import_keys_adds_new_keys_and_keeps_a_destroyed_one_destroyed(tmp_path: Path) -> None:
+    source, target = LocalKeyStore(tmp_path / "a.json"), LocalKeyStore(tmp_path / "b.json")
+    kept, gone = uuid4(), uuid4()
+    source.key_for_writing(kept)
+    target.key_for_writing(gone)
+    target.destroy(gone)
+    assert target.import_keys({**source.export_keys(kept), gone.hex: source.export_keys(kept)[kept.hex]}) == 1
+    assert target.key_for_reading(kept) == source.key_for_reading(kept) and target.is_destroyed(gone)
+
+
+def test_sealed_events_read_back_and_read_as_erased_once_the_key_is_gone(tmp_path: Path) -> None:
+    mapper, keys = _mapper(tmp_path)
+    note = Note.take(uuid4(), uuid4(), "todo", "the zqxcanary secret", AT)
+    [noted] = note.collect_events()
+    stored = mapper.to_stored_event(noted)
+    assert stored.state.startswith(MAGIC) and b"zqxcanary" not in stored.state
+    assert mapper.to_domain_event(stored).text == "the zqxcanary secret"  # type: ignore[attr-defined]
+    keys.destroy(note.being_id)
+    mapper.forget_cipher(note.being_id)
+    erased = mapper.to_domain_event(stored)
+    assert isinstance(erased, ErasedContent) and erased.erased_topic == stored.topic
+    with pytest.raises(ContentErased):
+        erased.mutate(None)
+    with pytest.raises(ContentErased):
+        mapper.to_stored_event(noted)  # nothing is written under a destroyed key
+
+
+def test_sealed_state_moved_to_another_event_is_refused(tmp_path: Path) -> None:
+    mapper, _ = _mapper(tmp_path)
+    note = Note.take(uuid4(), uuid4(), "todo", "text", AT)
+    [noted] = note.collect_events()
+    stored = mapper.to_stored_event(noted)
+    moved = StoredEvent(uuid4(), stored.originator_version, stored.topic, stored.state)
+    with pytest.raises(MapperDeserialisationError, match="cannot decrypt"):
+        mapper.to_domain_event(moved)
+
+
+def test_the_receipt_is_stored_in_clear(tmp_path: Path) -> None:
+    mapper, _ = _mapper(tmp_path)
+    receipt = Erasure.record(uuid4(), uuid4(), "being", "x", "admin", {"events": 3}, AT)
+    [erased] = receipt.collect_events()
+    stored = mapper.to_stored_event(erased)
+    assert not stored.state.startswith(MAGIC) and b'"events":3' in stored.state.replace(b" ", b"")
+
+
+def test_a_key_destroyed_by_another_process_stops_decrypting_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engram.adapters.key_files as key_files
+
+    monkeypatch.setattr(key_files, "_RECHECK_S", 0.0)  # no staleness allowed in this test
+    mapper, _ = _mapper(tmp_path)
+    note = Note.take(uuid4(), uuid4(), "todo", "text", AT)
+    [noted] = note.collect_events()
+    stored = mapper.to_stored_event(noted)
+    assert not isinstance(mapper.to_domain_event(stored), ErasedContent)  # its cipher is cached now
+    assert LocalKeyStore(tmp_path / "keys.json").destroy(note.being_id)  # another process
+    assert isinstance(mapper.to_domain_event(stored), ErasedContent)
+    with pytest.raises(ContentErased):
+        mapper.to_stored_event(noted)
