@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,6 +51,21 @@ def engram(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iter
     e = bootstrap(make_settings(), clock=clock, ids=SeededIds())
     yield e
     e.close()
+
+
+@pytest.fixture
+def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
+    """Opens engrams on the parametrized backend with the given (scripted) LLM; closes them after."""
+    opened: list[Engram] = []
+
+    def make(llm: Any, **settings: Any) -> Engram:
+        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
+        opened.append(e)
+        return e
+
+    yield make
+    for e in opened:
+        e.close()
 
 
 @pytest.fixture

@@ -6,9 +6,6 @@ from typing import Any
 from uuid import UUID
 
 from engram.services.bootstrap import Engram
-from tests.integration import test_fact_extraction
-
-with_llm = test_fact_extraction.with_llm  # the fixture: an engram with a scripted LLM
 
 
 def only_steps(engram: Engram, *steps: Any) -> None:

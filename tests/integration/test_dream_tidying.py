@@ -3,12 +3,10 @@ conversations, pre-compaction extraction and context compaction, and the awake e
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
-
-import pytest
 
 from engram.domain.compaction import MARKER, Compaction, compaction_id_for
 from engram.domain.fact import Fact
@@ -41,20 +39,6 @@ def _steps(engram: Engram, *names: str) -> None:
     steps = [s for s in engram.dream_steps if s.name in names]
     assert {s.name for s in steps} == set(names)
     engram.__dict__["dream_steps"] = steps
-
-
-@pytest.fixture
-def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
-    opened: list[Engram] = []
-
-    def make(llm: ScriptedLLM | None, **settings: Any) -> Engram:
-        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
-        opened.append(e)
-        return e
-
-    yield make
-    for e in opened:
-        e.close()
 
 
 def test_the_steps_are_the_last_of_dreaming_and_the_emergency_is_awake(engram: Engram) -> None:

@@ -18,7 +18,6 @@ from engram.services.commands import FactInput
 from engram.services.entity_profiles import EntityConsolidation, EntityObservations
 from engram.services.errors import NotFound
 from engram.services.sleep import StepContext
-from tests.integration import dream_support
 from tests.integration.dream_support import events, only_steps
 from tests.patrol_support import ScriptedLLM
 from tests.session_support import chat
@@ -29,7 +28,6 @@ MINA = [
     ("assistant", "Glad to help, Mina."),
     ("user", "I moved to Lisbon last week."),
 ]
-with_llm = dream_support.with_llm
 GOOD = {"attributes": [{"name": "home", "value": "Lisbon"}, {"name": "occupation", "value": "nurse"}]}
 
 

@@ -6,7 +6,7 @@ equals the live one without an LLM call."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
@@ -27,20 +27,6 @@ from tests.support import SeededIds, SteppingClock
 
 TASK = "extract_facts"
 NURSE = "Hi! I'm Lena, I work as a nurse at the city hospital and my brother Tomas lives next door."
-
-
-@pytest.fixture
-def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
-    opened: list[Engram] = []
-
-    def make(llm: ScriptedLLM | None, **settings: Any) -> Engram:
-        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
-        opened.append(e)
-        return e
-
-    yield make
-    for e in opened:
-        e.close()
 
 
 def _setup(engram: Engram, lines: list[tuple[str, str]]) -> UUID:

@@ -19,11 +19,9 @@ from engram.services.bootstrap import Engram
 from engram.services.commands import FactInput
 from engram.services.reflection import ReflectionStep
 from engram.services.sleep import StepContext
-from tests.integration import dream_support
 from tests.integration.dream_support import events, only_steps
 from tests.patrol_support import ScriptedLLM
 
-with_llm = dream_support.with_llm
 QUESTIONS = {"questions": ["What matters most to Mina?"]}
 INSIGHTS = {
     "insights": [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID
@@ -44,20 +44,6 @@ SPINE = {
     "OPEN_LOOPS": ["Nursing licence before March"],
 }
 GOOD = {"session_summary": SESSION, "rolling_summary": ROLLING, "summary_spine": SPINE}
-
-
-@pytest.fixture
-def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
-    opened: list[Engram] = []
-
-    def make(llm: ScriptedLLM, **settings: Any) -> Engram:
-        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
-        opened.append(e)
-        return e
-
-    yield make
-    for e in opened:
-        e.close()
 
 
 def _two_sessions(engram: Engram) -> UUID:

@@ -4,7 +4,7 @@ unknown ids and another being's ids are not found."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -13,9 +13,8 @@ import pytest
 
 from engram.domain.ids import message_id_for_key
 from engram.services import lineage
-from engram.services.bootstrap import Engram, bootstrap
+from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
-from engram.services.config import Settings
 from engram.services.dream_compaction import COMPACTION_TASK
 from engram.services.errors import NotFound
 from engram.services.importance_prompts import IMPORTANCE_PROMPT_VERSION
@@ -28,24 +27,9 @@ from tests.integration.test_sleep_compacting import _compacting_only, _say, scor
 from tests.integration.test_sleep_compacting import _llm as _importance_llm
 from tests.patrol_support import ScriptedLLM, merge_first_two, note_scenes, scene
 from tests.session_support import CHAT, T0, chat, summarize
-from tests.support import SeededIds, SteppingClock
 
 A = "Walked the dog along the river"
 B = "Walked the dog, then painted a watercolor of tulips"
-
-
-@pytest.fixture
-def with_llm(make_settings: Callable[..., Settings], clock: SteppingClock) -> Iterator[Callable[..., Engram]]:
-    opened: list[Engram] = []
-
-    def make(llm: ScriptedLLM | None, **settings: Any) -> Engram:
-        e = bootstrap(make_settings(**settings), clock=clock, ids=SeededIds(), llm=llm)
-        opened.append(e)
-        return e
-
-    yield make
-    for e in opened:
-        e.close()
 
 
 def _types(tree: dict[str, Any]) -> list[str]:
