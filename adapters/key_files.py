@@ -8,13 +8,15 @@ store whole. A destroyed key is replaced by a tombstone (no key material) so tha
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import secrets
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -80,9 +82,24 @@ class LocalKeyStore:
             self._check_permissions()
             self._load()
 
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """This process's threads and every other process on the data dir, one at a time: each reads
+        the file again and writes it back whole, so two writers adding keys at once both keep theirs
+        (a key lost to a race would make what it sealed unreadable)."""
+        with self._lock:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path.with_name(f".{self.path.name}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                self._refresh()
+                yield
+            finally:
+                os.close(fd)  # releases the lock
+
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump({"version": 1, "keys": self._keys}, f)
@@ -95,8 +112,7 @@ class LocalKeyStore:
         name = key_id.hex
         value = self._keys.get(name)
         if value is None:
-            with self._lock:
-                self._refresh()
+            with self._exclusive():
                 value = self._keys.get(name)
                 if value is None:
                     value = base64.b64encode(secrets.token_bytes(_KEY_BYTES)).decode("ascii")
@@ -118,8 +134,7 @@ class LocalKeyStore:
         return base64.b64decode(value)
 
     def destroy(self, key_id: UUID) -> bool:
-        with self._lock:
-            self._refresh()
+        with self._exclusive():
             if self._keys.get(key_id.hex) == _DESTROYED:
                 return False
             self._keys[key_id.hex] = _DESTROYED
@@ -134,7 +149,7 @@ class LocalKeyStore:
 
     def create(self) -> None:
         """Write the empty store (a deployment's first start), so that later starts know it exists."""
-        with self._lock:
+        with self._exclusive():
             if not self.path.exists():
                 self._save()
 
@@ -146,8 +161,7 @@ class LocalKeyStore:
 
     def import_keys(self, keys: Mapping[str, str]) -> int:
         added = 0
-        with self._lock:
-            self._refresh()
+        with self._exclusive():
             for name, value in keys.items():
                 if name not in self._keys:
                     base64.b64decode(value, validate=True)

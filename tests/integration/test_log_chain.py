@@ -72,7 +72,8 @@ def test_one_changed_byte_is_caught_at_its_position(engram: Engram) -> None:
     if _on_sqlite(engram):  # the third byte of the stored state becomes a space
         _sql(
             engram,
-            "UPDATE EVENTS SET state = substr(state, 1, 2) || x'20' || substr(state, 4) WHERE rowid = ?",
+            "UPDATE EVENTS SET state = CAST(substr(state, 1, 2) || x'20' || substr(state, 4) AS BLOB) "
+            "WHERE rowid = ?",
             [target],
         )
     else:
@@ -139,11 +140,13 @@ def test_batches_larger_than_a_seal_step_are_sealed_in_order(
     if backlog:  # events before the batch without hashes: the seal reads them back
         _sql(engram, "DELETE FROM HASHES WHERE ? = ?", [1, 1])
     noted = next(e for _, e in engram.store.log.decoded_events(1, 100) if type(e).__name__ == "Noted")
-    state = engram.store.app.mapper.to_stored_event(noted).state
+    mapper = engram.store.app.mapper
+
+    def copy() -> StoredEvent:  # sealed for its own id: a sealed state binds its event's id and topic
+        return mapper.to_stored_event(type(noted)(**{**vars(noted), "originator_id": uuid4()}))
+
     for _ in range(2):  # the library's insert in one transaction, 1000 events at a time
-        engram.store.app.recorder.insert_events(
-            [StoredEvent(uuid4(), 1, "engram.Note.Noted", state) for _ in range(1000)]
-        )
+        engram.store.app.recorder.insert_events([copy() for _ in range(1000)])
     verdict = chain_check.verify(engram.store.app)
     assert verdict.ok and verdict.unsealed == 0 and verdict.checked == len(_positions(engram)) == 2004
 

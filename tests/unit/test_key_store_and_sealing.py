@@ -6,6 +6,7 @@ import os
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -106,3 +107,28 @@ def test_a_key_destroyed_by_another_process_stops_decrypting_here(
     assert isinstance(mapper.to_domain_event(stored), ErasedContent)
     with pytest.raises(ContentErased):
         mapper.to_stored_event(noted)
+
+
+def test_stores_writing_keys_at_once_keep_every_key(tmp_path: Path) -> None:
+    """Several processes (here: stores with their own handles, on threads) adding keys at the same
+    time: each re-reads the file under a file lock before writing, so no key is lost to a race."""
+    import threading
+
+    stores = [LocalKeyStore(tmp_path / "keys.json") for _ in range(4)]
+    ids = [[uuid4() for _ in range(25)] for _ in stores]
+    barrier = threading.Barrier(len(stores))
+
+    def add(store: LocalKeyStore, mine: list[Any]) -> None:
+        barrier.wait()
+        for key_id in mine:
+            store.key_for_writing(key_id)
+
+    threads = [threading.Thread(target=add, args=(s, m)) for s, m in zip(stores, ids, strict=True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    fresh = LocalKeyStore(tmp_path / "keys.json")
+    written = {key_id: stores[n].key_for_writing(key_id) for n, mine in enumerate(ids) for key_id in mine}
+    assert all(fresh.key_for_reading(key_id) == key for key_id, key in written.items())
+    assert len(written) == 100
