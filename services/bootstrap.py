@@ -400,9 +400,11 @@ class Engram:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from engram.adapters.embedders import build_embedder
+            from engram.adapters.embedders.live import build_live_embedder
+            from engram.services.live_embedder import live_model
 
-            self._embedder = build_embedder(self.settings)
+            # The model the log says is live wins over the configured one (ADR 0079).
+            self._embedder = build_live_embedder(self.settings, live_model(self.store))
         return self._embedder
 
     @property
