@@ -529,7 +529,7 @@ def test_a_sub_cluster_birth_is_no_decision_undo_reverses(engram) -> None:
 
 
 def test_the_cli_undoes_a_cluster_merge(engram, monkeypatch: pytest.MonkeyPatch) -> None:
-    w, small, nearer, moved, decision = _small_merged(engram)
+    w, small, _, moved, decision = _small_merged(engram)
     dry = _cli(engram, monkeypatch, "undo", decision, "--dry-run")
     assert dry.exit_code == 0, dry.stderr
     assert (
