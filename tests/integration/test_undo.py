@@ -552,3 +552,31 @@ def test_a_node_that_died_since_blocks_the_undo_of_a_merge(engram) -> None:
     with pytest.raises(UndoRefused, match=f"node {moved[0]} died since the merge \\(FlaggedDying"):
         engram.undo.undo(decision, reason="x")
     assert engram.store.get(Cluster, small.id).deleted
+
+
+def test_over_http_an_admin_undoes_a_split(engram) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.adapters.http import HttpSettings, create_app
+    from engram.services.tokens import TokenService
+
+    w, big, part, taken, decision = _split(engram)
+    admin = {"Authorization": f"Bearer {TokenService(engram).issue(admin=True).token}"}
+    being = {"Authorization": f"Bearer {TokenService(engram).issue(being='Aria').token}"}
+    with TestClient(create_app(engram, settings=HttpSettings()), raise_server_exceptions=False) as client:
+        assert client.post(f"/v1/admin/undo/{decision}", headers=being).status_code == 403
+        plan = client.post(f"/v1/admin/undo/{decision}", headers=admin, json={"dry_run": True})
+        assert plan.status_code == 200, plan.text
+        [step] = plan.json()["steps"]
+        assert (step["kind"], step["into"], sorted(step["released"])) == (
+            "cluster-split",
+            str(big.id),
+            sorted(taken),
+        )
+        assert plan.json()["applied"] is False and w.cluster_of(UUID(taken[0])) == part
+        done = client.post(f"/v1/admin/undo/{decision}", headers=admin, json={"reason": "one topic"})
+        assert done.status_code == 200, done.text
+        assert done.json()["applied"] is True
+        assert {w.cluster_of(UUID(n)) for n in taken} == {big.id}
+        again = client.post(f"/v1/admin/undo/{decision}", headers=admin)
+        assert again.status_code == 409 and again.json()["code"] == "already_undone"
