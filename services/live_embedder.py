@@ -31,7 +31,8 @@ class LiveModel:
     def unbuildable_message(self, reason: str) -> str:
         return (
             f"the log says {self.model} is the live embedding model since position {self.position} "
-            f"(engram embeddings migrate), but this deployment cannot build it: {reason}"
+            f"(engram embeddings migrate), but this deployment cannot build it: {reason}. Give it what "
+            "it needs, or re-embed with a model it can build: engram embeddings migrate --to offline"
         )
 
 
