@@ -2,11 +2,13 @@
 
 A decision is named `ID@VERSION`: the aggregate and the version of the event that made the change, as
 `engram history` prints it — a consolidation's survivor node and its `AbsorbedNodes` event, a
-superseded note and its `Superseded` event (a manual supersede), or an entity map and its `Merged`
-event. Undo never deletes an event: it saves an `Undo` record and the compensating events
-(`AbsorptionUndone` on the survivor, `Unabsorbed` on each absorbed node; `SupersedeUndone` and
-`SupersedesUndone` on the two notes; `EntityMap.Unmerged`) in one transaction, so the views follow
-and a rebuild gives the same views.
+superseded note and its `Superseded` event (a manual supersede), an entity map and its `Merged`
+event, or a cluster: its `Deleted` event for a merge (spec ❼), its `Created` for a split (spec ❻),
+whose moves and dependents `undo_clusters.py` reads (ADR 0078). Undo never deletes an event: it
+saves an `Undo` record and the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed`
+on each absorbed node; `SupersedeUndone` and `SupersedesUndone` on the two notes;
+`EntityMap.Unmerged`; `Cluster.MergeUndone` or `SplitUndone` and `MovedByUndo` on the nodes) in one
+transaction, so the views follow and a rebuild gives the same views.
 
 A decision that later events depend on (the survivor absorbed more nodes, or was itself absorbed) is
 refused with the dependents named; with `cascade` the dependents are undone first, newest first.
