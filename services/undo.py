@@ -53,8 +53,9 @@ ALIAS_MERGE = "alias-merge"
 SUPERSEDE = "supersede"
 NO_REASON = "no reason given"
 
-# Events on an absorbed node after its merge that an undo may pass over: a read of a dead node.
-_HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated,)
+# Events on an absorbed node after its merge that an undo may pass over: a read of a dead node, and a
+# move back by the undo of a later cluster merge or split.
+_HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated, MemoryNode.MovedByUndo)
 
 
 class AlreadyUndone(Conflict):
@@ -219,10 +220,13 @@ class UndoCommands:
                 "Created event)"
             )
         absorbed_versions: dict[UUID, int] = {}
+        # Cluster merges or splits that moved an absorbed node since (a dead node moves with its
+        # cluster, ADR 0078): dependents, undone first so that it is back in its cluster.
+        moved: list[str] = []
         for absorbed_id in merged.absorbed_ids:
-            absorbed_versions[absorbed_id] = self._check_absorbed(absorbed_id, node_id, merged, plan)
-        for later in events[version:]:
-            dependent = self._dependent(being_id, node_id, later)
+            absorbed_versions[absorbed_id] = self._check_absorbed(absorbed_id, node_id, merged, plan, moved)
+        later_decisions = [self._dependent(being_id, node_id, later) for later in events[version:]]
+        for dependent in dict.fromkeys([*moved, *later_decisions]):
             if dependent is None:
                 continue
             if cascade:
@@ -346,7 +350,9 @@ class UndoCommands:
             return None
         return None if self._undone(being_id, decision) else decision
 
-    def _check_absorbed(self, absorbed_id: UUID, survivor: UUID, merged: Any, plan: UndoPlan) -> int:
+    def _check_absorbed(
+        self, absorbed_id: UUID, survivor: UUID, merged: Any, plan: UndoPlan, moved: list[str]
+    ) -> int:
         events = self.store.events(absorbed_id)
         [absorbed] = [
             e
@@ -356,6 +362,12 @@ class UndoCommands:
             and e.timestamp == merged.timestamp
         ]
         for later in events[absorbed.originator_version :]:
+            if type(later) is MemoryNode.MovedToCluster:
+                decision = move_decision(self.store, later)
+                if decision is not None:
+                    if not self._undone(UUID(str(later.being_id)), decision):
+                        moved.append(decision)
+                    continue
             if not isinstance(later, _HARMLESS_AFTER_ABSORBED):
                 plan.blockers.append(
                     f"node {absorbed_id} has changed since the merge ({type(later).__name__} at version "

@@ -580,3 +580,29 @@ def test_over_http_an_admin_undoes_a_split(engram) -> None:
         assert {w.cluster_of(UUID(n)) for n in taken} == {big.id}
         again = client.post(f"/v1/admin/undo/{decision}", headers=admin)
         assert again.status_code == 409 and again.json()["code"] == "already_undone"
+
+
+def test_a_consolidation_whose_absorbed_node_a_cluster_merge_moved_since_is_undone_by_cascade(engram) -> None:
+    """❹ merged the two nodes of `Small`; ❼ then moved both (the absorbed one dead) into `Nearer`. The
+    consolidation depends on that merge: refused with it named, or undone after it by `--cascade`."""
+    w = World(engram)
+    small = w.cluster("Small", w.roots["Private"])
+    nearer = w.cluster("Nearer", w.roots["Private"])
+    pair = w.nodes(small, 2, 0.0)
+    w.nodes(nearer, 5, w.angle_for(w.threshold + 0.1))
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    [consolidation] = [d for d in _merges(engram, w.being_id) if UUID(d.split("@")[0]) in pair]
+    [absorbed] = [n for n in pair if str(n) != consolidation.split("@")[0]]
+    assert engram.store.get(Cluster, small.id).deleted and w.cluster_of(absorbed) == nearer.id
+    merge = _cluster_decision(engram, small.id, "Cluster.Deleted")
+
+    with pytest.raises(UndoRefused, match=f"depend on it: {merge}"):
+        engram.undo.undo(consolidation, reason="x")
+    result = engram.undo.undo(consolidation, reason="two scenes", cascade=True)
+
+    assert [s.decision for s in result.plan.steps] == [merge, consolidation]
+    assert {w.cluster_of(n) for n in pair} == {small.id}
+    assert engram.store.get(MemoryNode, absorbed).status == "active"
+    row = w.cluster_row(small)
+    assert row is not None and (row["active_count"], row["total_count"]) == (2, 2)
