@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse, urlunparse
+from uuid import UUID
 
 from engram.projections.engine import Projection
 from engram.projections.vector_index import VectorIndex
@@ -240,7 +241,12 @@ class Engram:
         """Undo of a recorded decision (ADR 0072); admins only, no MCP tool."""
         from engram.services.undo import UndoCommands
 
-        return UndoCommands(self.store, self.clock)
+        return UndoCommands(self.store, self.clock, members=self._cluster_members)
+
+    def _cluster_members(self, being_id: UUID, cluster_id: UUID) -> list[UUID]:
+        """Every node in a cluster now, from the memory view caught up (undo of a split, ADR 0078)."""
+        self.views.ensure(names=["memory"], being=being_id)
+        return [UUID(str(r["id"])) for r in self.views.read.nodes(being_id, cluster_id=cluster_id)]
 
     @cached_property
     def reading(self) -> Reading:
@@ -400,9 +406,11 @@ class Engram:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from engram.adapters.embedders import build_embedder
+            from engram.adapters.embedders.live import build_live_embedder
+            from engram.services.live_embedder import live_model
 
-            self._embedder = build_embedder(self.settings)
+            # The model the log says is live wins over the configured one (ADR 0079).
+            self._embedder = build_live_embedder(self.settings, live_model(self.store))
         return self._embedder
 
     @property

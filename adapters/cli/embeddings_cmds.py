@@ -53,8 +53,8 @@ def _summary(report: MigrationReport, *, dry_run: bool) -> str:
     dropped = ", ".join(report.dropped) or "none"
     return (
         f"re-embedded {done} with {report.to_model} in {report.seconds:.1f} s; live from log position "
-        f"{report.position}; dropped the collections of {dropped}. Searches use it once the embedder is "
-        f"configured so: {setting_for(report.to_model)}"
+        f"{report.position}; dropped the collections of {dropped}. Searches use it from now on (the log "
+        f"says which model is live); set {setting_for(report.to_model)} to match"
     )
 
 

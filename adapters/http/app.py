@@ -24,6 +24,7 @@ from engram.adapters.http.profile_routes import profile_routes
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.adapters.http.sleep_routes import sleep_routes
 from engram.adapters.http.undo_routes import undo_routes
+from engram.adapters.http.verify_routes import verify_routes
 from engram.adapters.http.why_routes import why_routes
 from engram.adapters.ui import ui_router
 from engram.adapters.ui.routes import mount_static
@@ -106,6 +107,7 @@ def create_app(
     app.include_router(link_routes)  # before v1, as messages
     app.include_router(why_routes)  # before v1, as messages
     app.include_router(undo_routes)  # before v1, as messages
+    app.include_router(verify_routes)  # before v1, as messages
     app.include_router(erasure_routes)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)

@@ -1,6 +1,6 @@
 """`engram embeddings migrate` from the command line (#13, ADR 0071): hashing → offline (MiniLM) on a
 data directory, with the dry run, the refusal without --yes off a terminal, bad targets, the switch,
-and the mismatch warning of #7 gone once the embedder is configured so."""
+and the mismatch warning of #7 gone, the log's live model embedding the queries (ADR 0079)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def test_dry_run_then_refused_without_yes_then_migrated(
     assert done.exit_code == 0, done.output
     assert "re-embedded 4 nodes" in done.stdout and "dropped the collections of hashing-384" in done.stdout
     assert "ENGRAM_EMBEDDER=offline" in done.stdout
+
+    # The configuration still names the old model: the log's live one embeds the query (ADR 0079),
+    # so recall finds by meaning, without the mismatch warning of #7.
+    stale = runner.invoke(cli, ["recall", "Aria", "Baked rye sourdough loaves in the kitchen oven"])
+    assert stale.exit_code == 0 and stale.stdout.strip(), stale.output
+    assert "cannot find those nodes by meaning" not in stale.stderr
+    assert "the configured embedder (hashing-384) is ignored" in stale.stderr
 
     # With the embedder configured as the output says: no warning, and recall finds by meaning.
     monkeypatch.setenv("ENGRAM_EMBEDDER", "offline")
