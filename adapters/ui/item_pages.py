@@ -53,6 +53,8 @@ def _show(value: Any) -> str:
     """A state's value as text: strings as they are, the rest as compact JSON."""
     if isinstance(value, str):
         return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return ", ".join(value) if value else "—"
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
