@@ -200,3 +200,33 @@ def _register(kind: str) -> None:
 
 for _kind in KEY_FIELDS:
     _register(_kind)
+
+
+@ui_router.get("/beings/{being}/sessions/{item_id}", response_class=HTMLResponse)
+def session_page(request: Request, being: str, item_id: str, viewer: ViewerDep) -> Response:
+    """A session's page: its messages, its events in its conversation, its summaries and compactions
+    (a session is a slice of a conversation, not an aggregate: no state to replay as of a version)."""
+    found = being_for(request, viewer, being)
+    as_id = parse_uuid(item_id)
+    if as_id is None:
+        raise NotFound(f"{item_id!r} is not the id of a session")
+    report = engram_of(request).why.why(str(found.id), "session", str(as_id))
+    tree = report["tree"]
+    messages = [
+        {"id": child["id"], **child["events"][0]["detail"]}
+        for child in tree["children"]
+        if child.get("kind") == "message" and not child.get("ref") and child.get("events")
+    ]
+    return page(
+        request,
+        "item_session.html",
+        viewer,
+        being=found,
+        item_id=str(as_id),
+        tree=tree,
+        messages=messages,
+        more=len(tree["children"]) - len(messages),
+        decisions=_decisions(report),
+        plain=_plain,
+        show=_show,
+    )

@@ -231,6 +231,16 @@ def test_a_fact_page_shows_its_revision_and_its_source_message(ui: Ui) -> None:
     message = _section(page, "links")
     assert "I work as a nurse at the city hospital" in message and "key <code>m0</code>" in message
 
+    # Its session's page: the messages, the conversation's events, 404 and 403 as elsewhere.
+    found = re.search(r'href="(/ui/beings/[^"]+/sessions/([^"]+))">its session', message)
+    assert found, message
+    session = ui.get(found.group(1), who="Aria")
+    assert session.status_code == 200 and "I work as a nurse" in _section(session.text, "messages")
+    assert "session opened" in _section(session.text, "timeline")
+    assert ui.get(found.group(1), who="Bruno").status_code == 403
+    assert ui.get(ui.url("sessions", str(uuid4()))).status_code == 404
+    assert ui.get(ui.url("sessions", "nope")).status_code == 404
+
 
 def test_the_timeline_replays_once_a_page_at_a_time(ui: Ui) -> None:
     full = timeline(ui.engram.store, "node", ui.dead["id"], being="Aria")
