@@ -109,22 +109,23 @@ def cluster_nodes(
     *,
     now: datetime,
     include_sensitive: bool,
-    after: tuple[str, str] | None = None,
+    after: int | None = None,
     limit: int = CLUSTER_NODES_PAGE,
-) -> tuple[list[dict[str, Any]], tuple[str, str] | None]:
-    """A page of the cluster's nodes in the order they were made, after the key `after` (the
-    `(created_at, id)` of the previous page's last node): keyset paging, so a late page of a large
-    cluster reads one page of rows. Returns the rows and the key of the next page (None: the last).
-    Nodes a list of nodes hides (expired; sensitive ones without `include_sensitive`) are left out."""
+) -> tuple[list[dict[str, Any]], int | None]:
+    """A page of the cluster's nodes in the order they were noted, after `after` (the `seq` — the
+    log position that made it — of the previous page's last node): keyset paging on the index
+    `sequence`, so a page of a large cluster reads about a page of rows, not the whole cluster sorted.
+    Returns the rows and the key of the next page (None: the last). Nodes a list of nodes hides
+    (expired; sensitive ones without `include_sensitive`) are left out."""
     condition, params = read.visible(utc_text(now), include_sensitive=include_sensitive)
     if after is not None:
-        condition = f"({condition}) AND (created_at > ? OR (created_at = ? AND id > ?))"
-        params = [*params, after[0], after[0], after[1]]
-    rows = read.nodes(being_id, cluster_id=cluster_id, limit=limit + 1, where=(condition, params))
+        condition, params = f"({condition}) AND seq > ?", [*params, after]
+    rows = read.nodes(
+        being_id, cluster_id=cluster_id, order="seq", limit=limit + 1, where=(condition, params)
+    )
     more = len(rows) > limit
     rows = rows[:limit]
-    key = (str(rows[-1]["created_at"]), str(rows[-1]["id"])) if more and rows else None
-    return rows, key
+    return rows, int(rows[-1]["seq"]) if more and rows else None
 
 
 def source_message(store: AggregateStore, being_id: UUID, key: str | None) -> dict[str, Any] | None:

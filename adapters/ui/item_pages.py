@@ -104,11 +104,13 @@ def _page_no(value: str | None, shown: dict[str, Any]) -> int:
     return int(value)
 
 
-def _after_key(value: str | None) -> tuple[str, str] | None:
-    if not value or "|" not in value:
+def _after_key(value: str | None) -> int | None:
+    """`?after=` of a cluster's nodes: the `seq` of the previous page's last node."""
+    if value is None or not value.strip():
         return None
-    created, _, node_id = value.rpartition("|")
-    return created, node_id
+    if not (value.isascii() and value.isdigit() and len(value) <= 18):
+        raise InvalidInput(f"after takes the number a 'Next nodes' link carries, not {value!r}")
+    return int(value)
 
 
 def _links(
@@ -129,7 +131,7 @@ def _links(
             after=_after_key(after),
         )
         links["nodes"] = rows
-        links["next_nodes"] = "|".join(next_key) if next_key else None
+        links["next_nodes"] = next_key
         links["sub_clusters"] = engram.views.read.children(being_id, item_id)[:100]
     if kind == "fact":
         links["message"] = source_message(engram.store, being_id, state.get("source_message_id"))
