@@ -284,3 +284,22 @@ def test_the_lineage_svg_escapes_every_text() -> None:
     svg = str(lineage_svg({"tree": tree}, "being-1"))
     assert "<script>" not in svg and "<img" not in svg and "<b>" not in svg and "<i>" not in svg
     assert "&lt;script&gt;" in svg and 'href="/ui/beings/being-1/notes/n1"' in svg
+
+
+def test_every_kind_has_its_state_timeline_lineage_as_of_and_refusals(ui: Ui) -> None:
+    fact = ui.engram.facts.state("Aria", FactInput(text="Aria keeps bees", subject="aria"))
+    items = {
+        "nodes": ui.dead["id"],
+        "clusters": ui.dead["cluster_id"],
+        "notes": ui.notes[1],
+        "facts": fact.fact_id,
+    }
+    for plural, item_id in items.items():
+        url = ui.url(plural, str(item_id))
+        html = ui.get(url, who="Aria").text
+        assert 'id="state"' in html and "State now" in html, plural
+        assert '<ul class="diff">' in _section(html, "timeline"), plural
+        assert '<svg class="lineage"' in _section(html, "lineage"), plural
+        first = ui.get(f"{url}?as_of=1", who="Aria").text
+        assert '<tr class="shown" id="v1">' in first, plural
+        assert ui.get(url, who="Bruno").status_code == 403, plural
