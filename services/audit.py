@@ -97,6 +97,12 @@ class AuditQueries:
             raise NotFound(f"{kind.value} {ref} not found")
         return events
 
+    def events(self, kind: str, ref: str, *, being: str | None = None) -> list[Any]:
+        """The aggregate's events, oldest first, checked as `history` checks them (the explorer's
+        timeline replays them once, ADR 0086)."""
+        being_id = resolve_being(self.store, being).id if being else None
+        return self._events(_kind(kind), ref, being_id)
+
     def history(self, kind: str, ref: str, *, being: str | None = None) -> list[dict[str, Any]]:
         """Every event of one aggregate, oldest first."""
         k = _kind(kind)
