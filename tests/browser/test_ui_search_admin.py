@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
@@ -38,6 +39,15 @@ def test_a_search_shows_each_hits_score_broken_down(browser: Any, site: Site) ->
     assert "reactivated nothing" in browser.find_element(By.ID, "reactivation").text
     assert first.find_elements(By.CSS_SELECTOR, "svg.bar rect")  # the stacked bar
     screenshot(browser, "search")
+
+
+def _finished_job(driver: Any) -> Any:
+    """The job's state line once it says it is done; the live block may swap it while we look."""
+    try:
+        found = driver.find_element(By.ID, "job-state")
+        return found if found.get_attribute("data-live-done") is not None else False
+    except StaleElementReferenceException:
+        return False
 
 
 def test_a_rebuild_started_on_the_admin_page_runs_to_its_end(browser: Any, site: Site) -> None:
