@@ -176,6 +176,10 @@ class AuditQueries:
             stop = start - 1
         return out[-limit:]
 
+    def entry(self, notification: Any, being_id: UUID | None = None) -> dict[str, Any] | None:
+        """One log entry as `log` gives it (None: not of `being_id`); `log_view` filters with it."""
+        return self._entry(notification, being_id)
+
     def _entry(self, notification: Any, being_id: UUID | None) -> dict[str, Any] | None:
         event = self.store.decode(notification)
         if being_id is not None and getattr(event, "being_id", None) != being_id:

@@ -1,8 +1,11 @@
 """The memory explorer: server-rendered pages at `/ui` over the same services as the HTTP API (ADR 0084)."""
 
-from engram.adapters.ui import (
-    being_pages,  # noqa: F401  (its routes join ui_router)
-    item_pages,  # noqa: F401  (its routes join ui_router)
+from engram.adapters.ui import (  # noqa: F401  (their routes join ui_router)
+    admin_pages,
+    being_pages,
+    item_pages,
+    log_pages,
+    search_pages,
 )
 from engram.adapters.ui.routes import ui_router
 
