@@ -1,7 +1,8 @@
 """Embedders side by side on LoCoMo, dense retrieval alone (`engram bench locomo-models`).
 
 The quick stage of choosing a model (docs/recall.md): every turn is embedded once per embedder
-as a node embeds it (`<date> <text>`, `Scene.embed_text`), every question once, and each question
+as a node embeds it (`<date> <text>`, `Scene.embed_text`), every question once as `query` embeds it
+(without the speakers' names), and each question
 ranks its own conversation's turns by cosine. Same questions, same scoring (`bench.metrics`) as
 `engram bench locomo`, reported per category (with the 95% interval of the mean) and per
 conversation, with the embedder's throughput and its cost per query embedding. Vectors are cached
@@ -30,6 +31,8 @@ from bench.report import machine, now_utc
 from engram.domain.errors import InvalidInput
 from engram.services.embedding_roles import embed_queries
 from engram.services.ports import Embedder
+from engram.services.query_text import strip_words
+from engram.services.reading import MAX_QUERY_CHARS
 
 KS = (1, 3, 5, 10)
 QUERY_TIMING_SAMPLES = 50
@@ -111,7 +114,8 @@ def evaluate(
     turns = [t for c in conversations for t in c.turns]
     texts = [turn_text(t) for t in turns]
     questions = [(c, q) for c in conversations for q in c.questions if q.evidence]
-    qtexts = [q.text for _, q in questions]
+    # As `query` embeds a question: the speakers' names left out (they are matched on the actors).
+    qtexts = [strip_words(q.text[:MAX_QUERY_CHARS], c.speakers) for c, q in questions]
     owner = np.array([c.index for c in conversations for _ in c.turns])
     refs = [t.dia_id for t in turns]
     results: dict[str, Any] = {}
@@ -211,6 +215,7 @@ def full(
             embedder.save()
         report = result.report
         report["conversations"] = per_conversation(result.questions, profiles)
+        add_intervals(report, result.questions, profiles)
         out[name] = report
     first = next(iter(out.values()))
     return {**first, "benchmark": "locomo-embedders", "embedders": out}
@@ -220,6 +225,23 @@ def _bootstrap_with(embedder: Embedder, settings: Any) -> Any:
     from engram.services.bootstrap import bootstrap
 
     return bootstrap(settings, embedder=embedder)
+
+
+def add_intervals(
+    report: dict[str, Any], questions: Sequence[dict[str, Any]], profiles: Sequence[str]
+) -> None:
+    """`ci95` beside each category's and the overall recall@5/@10 (the bench's own report has none)."""
+    for name in profiles:
+        groups: dict[str, list[dict[int, float]]] = {}
+        for q in questions:
+            entry = q["profiles"].get(name, {})
+            if "recall" in entry:
+                groups.setdefault(str(q["category"]), []).append(entry["recall"])
+        scored = [r for c, rs in groups.items() if c in {str(x) for x in SCORED_CATEGORIES} for r in rs]
+        figures = report["profiles"][name]
+        figures["overall"]["ci95"] = {str(k): interval95([r[k] for r in scored]) for k in (5, 10)}
+        for c, g in figures["categories"].items():
+            g["ci95"] = {str(k): interval95([r[k] for r in groups.get(c, [])]) for k in (5, 10)}
 
 
 def per_conversation(questions: Sequence[dict[str, Any]], profiles: Sequence[str]) -> dict[str, Any]:
