@@ -1,13 +1,12 @@
-"""Embedders side by side on LoCoMo, dense retrieval alone (`engram bench locomo-models`).
+"""Embedders side by side on LoCoMo (`engram bench locomo-models`; docs/recall.md).
 
-The quick stage of choosing a model (docs/recall.md): every turn is embedded once per embedder
-as a node embeds it (`<date> <text>`, `Scene.embed_text`), every question once as `query` embeds it
-(without the speakers' names), and each question
-ranks its own conversation's turns by cosine. Same questions, same scoring (`bench.metrics`) as
-`engram bench locomo`, reported per category (with the 95% interval of the mean) and per
-conversation, with the embedder's throughput and its cost per query embedding. Vectors are cached
-per embedder and text digest in `--cache`, so a second run only ranks. What `query` then makes of
-a model (fusion with BM25, recency…) is the full bench's job: `ENGRAM_EMBEDDER=… engram bench locomo`.
+Dense alone, the choosing stage: every turn is embedded once per embedder as a node embeds it
+(`<date> <text>`, `Scene.embed_text`), every question as `query` embeds it (without the speakers'
+names), and each question ranks its own conversation's turns by cosine. Same questions, same
+scoring (`bench.metrics`) as `engram bench locomo`, reported per category (with the 95% interval of
+the mean) and per conversation, with the embedder's throughput and its cost per query embedding.
+`--full` runs the whole `engram bench locomo` once per embedder instead. Vectors are cached per
+embedder, role and text digest in `--cache`, so a second run embeds nothing again.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def full(r: Result) -> str:
         rows = _side_by_side(flat, keys, lambda k, labels=labels: labels.get(k, k))
         rows.append(
             [
-                "query p50 / p95 ms (with the embedding)",
+                "query p50 / p95 ms (vectors from the cache)",
                 *[
                     f"{_ms(e['profiles'][profile]['latency_ms']['p50'])} / "
                     f"{_ms(e['profiles'][profile]['latency_ms']['p95'])}"
@@ -78,13 +78,14 @@ def full(r: Result) -> str:
         )
         header = [
             f"profile {profile}: R@5 / R@10",
-            *[f"{n} ({e['embedding_model']})" for n, e in embedders.items()],
+            *[f"{n} ({e['config']['embedding_model']})" for n, e in embedders.items()],
         ]
         blocks.append(table(header, rows, "l" + "r" * len(names)))
     body = [
         "The whole `engram bench locomo` (ingest, patrol, `query`) once per embedder in one run, vectors "
-        "cached between runs; categories with the 95% interval of R@10, conversations over categories "
-        "1–4. Verdicts and ADRs in docs/recall.md.",
+        "cached between runs (so the latency is `query` without its embedding, on the loaded machine; "
+        "the embedders' own cost is in the section above); categories with the 95% interval of R@10, "
+        "conversations over categories 1–4. Verdicts and ADRs in docs/recall.md.",
         *blocks,
     ]
     return _section("LoCoMo: embedders, the whole query", "engram bench locomo-models PATH --full", r, body)

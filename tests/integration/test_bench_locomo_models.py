@@ -14,11 +14,7 @@ from bench.locomo import load
 from bench.locomo_models import Candidate, evaluate, interval95, per_conversation, render, turn_text
 from engram.adapters.embedders import HashingEmbedder
 from engram.domain.embedding import Embedding
-
-
-def _turn(speaker: str, dia_id: str, text: str) -> dict[str, str]:
-    return {"speaker": speaker, "dia_id": dia_id, "text": text}
-
+from tests.integration.test_bench_locomo import qa, turn
 
 SYNTHETIC: list[dict[str, Any]] = [
     {
@@ -28,14 +24,14 @@ SYNTHETIC: list[dict[str, Any]] = [
             "speaker_b": "Ben",
             "session_1_date_time": "1:56 pm on 8 May, 2023",
             "session_1": [
-                _turn("Ada", "D1:1", "I adopted a greyhound named Comet last spring."),
-                _turn("Ben", "D1:2", "My zebra finch sings every morning."),
-                _turn("Ada", "D1:3", "The orchestra rehearsal ran late again."),
+                turn("Ada", "D1:1", "I adopted a greyhound named Comet last spring."),
+                turn("Ben", "D1:2", "My zebra finch sings every morning."),
+                turn("Ada", "D1:3", "The orchestra rehearsal ran late again."),
             ],
         },
         "qa": [
-            {"question": "zebra finch sings", "answer": "-", "evidence": ["D1:2"], "category": 4},
-            {"question": "orchestra rehearsal", "answer": "-", "evidence": ["D1:3"], "category": 1},
+            qa("zebra finch sings", ["D1:2"], 4),
+            qa("orchestra rehearsal", ["D1:3"], 1),
         ],
     },
     {
@@ -45,11 +41,11 @@ SYNTHETIC: list[dict[str, Any]] = [
             "speaker_b": "Di",
             "session_1_date_time": "9:00 am on 1 July, 2023",
             "session_1": [
-                _turn("Cy", "D1:1", "We sailed a catamaran around the lagoon."),
-                _turn("Di", "D1:2", "The bakery sells sourdough on Sundays."),
+                turn("Cy", "D1:1", "We sailed a catamaran around the lagoon."),
+                turn("Di", "D1:2", "The bakery sells sourdough on Sundays."),
             ],
         },
-        "qa": [{"question": "sourdough bakery", "answer": "-", "evidence": ["D1:2"], "category": 2}],
+        "qa": [qa("sourdough bakery", ["D1:2"], 2)],
     },
 ]
 
@@ -120,3 +116,38 @@ def test_per_conversation_figures_leave_out_adversarial_questions() -> None:
     assert out["c1"]["questions"] == 2
     assert out["c1"]["recall"] == {"5": 0.5, "10": 1.0}
     assert out["c2"]["recall"] == {"5": 0.5, "10": 0.5}
+
+
+def test_the_page_puts_the_embedders_side_by_side(conversations: Any, tmp_path: Path) -> None:
+    from bench.page_recall import render as render_page_section
+
+    report = evaluate(
+        conversations,
+        [Candidate("hashing", HashingEmbedder()), Candidate("hashing-64", HashingEmbedder(dim=64))],
+        cache=tmp_path,
+    )
+    section = render_page_section({"locomo-models": report})
+    assert section is not None
+    assert "| R@5 / R@10 (± 95%) | hashing (hashing-384) | hashing-64 (hashing-64) |" in section
+    assert "| **overall 1–4** | 1.000 / 1.000 ± 0.000 |" in section
+    assert "| syn-b |" in section
+    assert render_page_section({}) is None
+
+
+def test_the_full_run_keeps_the_locomo_shape_and_adds_each_embedder(tmp_path: Path) -> None:
+    from bench.locomo_models import full
+
+    path = tmp_path / "syn.json"
+    path.write_text(json.dumps(SYNTHETIC), encoding="utf-8")
+    report = full(path, ["hashing"], cache=tmp_path / "cache", profiles=["default", "lexical"])
+    assert report["benchmark"] == "locomo-embedders"
+    assert set(report["profiles"]["default"]["overall"]["recall"]) >= {
+        "5",
+        "10",
+    }  # `engram bench locomo`'s shape
+    mine = report["embedders"]["hashing"]
+    assert mine["config"]["embedding_model"] == "hashing-384"
+    assert mine["profiles"]["lexical"]["overall"]["recall"]["1"] == 1.0
+    assert set(mine["conversations"]["default"]) == {"syn-a", "syn-b"}
+    assert "ci95" in mine["profiles"]["default"]["categories"]["1"]
+    assert (tmp_path / "cache" / "hashing-384-p.npz").exists()
