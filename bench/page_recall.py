@@ -1,7 +1,8 @@
 """The models section of docs/benchmarks.md (issue #15, docs/recall.md): embedders side by side on LoCoMo.
 
-Two result files: `locomo-models.json` (dense retrieval alone, `engram bench locomo-models`) and
-`locomo-embedders.json` (the whole `query` per embedder, `engram bench locomo-models --full`).
+Result files: `locomo-models.json` (dense retrieval alone, `engram bench locomo-models`),
+`locomo-embedders.json` (the whole `query` per embedder, `engram bench locomo-models --full`) and
+`embedder-spinning.json` (`engram bench embedder-spinning`).
 """
 
 from __future__ import annotations
@@ -91,9 +92,28 @@ def full(r: Result) -> str:
     return _section("LoCoMo: embedders, the whole query", "engram bench locomo-models PATH --full", r, body)
 
 
+def spinning(r: Result) -> str:
+    rows = [
+        [
+            "on (onnxruntime's default)" if run["spinning"] else "**off** (Engram's setting)",
+            _ms(run["query_ms"]["p50"]),
+            _ms(run["query_ms"]["p95"]),
+            f"{run['texts_per_s']:.1f}",
+        ]
+        for run in r["runs"]
+    ]
+    body = [
+        "MiniLM with onnxruntime's idle intra-op threads spinning or waiting, alternated in one run: 60 "
+        "single query embeddings and 256 texts in batches of 64 (ADR 0080).",
+        table(["idle threads spin", "query p50 ms", "query p95 ms", "texts/s"], rows, "lrrr"),
+    ]
+    return _section("MiniLM: spinning threads", "engram bench embedder-spinning", r, body)
+
+
 def render(results: dict[str, Result]) -> str | None:
     parts = [
         *([dense(results["locomo-models"])] if "locomo-models" in results else []),
         *([full(results["locomo-embedders"])] if "locomo-embedders" in results else []),
+        *([spinning(results["embedder-spinning"])] if "embedder-spinning" in results else []),
     ]
     return "\n\n".join(parts) if parts else None

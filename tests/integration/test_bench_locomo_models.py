@@ -151,3 +151,23 @@ def test_the_full_run_keeps_the_locomo_shape_and_adds_each_embedder(tmp_path: Pa
     assert set(mine["conversations"]["default"]) == {"syn-a", "syn-b"}
     assert "ci95" in mine["profiles"]["default"]["categories"]["1"]
     assert (tmp_path / "cache" / "hashing-384-p.npz").exists()
+
+    from bench.page_recall import render as render_page_section
+
+    section = render_page_section({"locomo-embedders": report})
+    assert section is not None
+    assert "| profile lexical: R@5 / R@10 | hashing (hashing-384) |" in section
+    assert "| **overall 1–4** | 1.000 / 1.000 ± 0.000 |" in section
+
+
+def test_the_page_shows_both_thread_settings_of_the_spinning_bench() -> None:
+    from bench.page_recall import render as render_page_section
+
+    runs = [
+        {"spinning": True, "query_ms": {"p50": 30.0, "p95": 70.0}, "texts_per_s": 35.0},
+        {"spinning": False, "query_ms": {"p50": 20.0, "p95": 45.0}, "texts_per_s": 41.5},
+    ]
+    section = render_page_section({"embedder-spinning": {"date": "2026-11-27T21:24:00", "runs": runs}})
+    assert section is not None
+    assert "| on (onnxruntime's default) | 30.0 | 70.0 | 35.0 |" in section
+    assert "| **off** (Engram's setting) | 20.0 | 45.0 | 41.5 |" in section
