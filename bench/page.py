@@ -1352,6 +1352,14 @@ def audit_log(results: dict[str, Result]) -> str | None:
     )
 
 
+def _locomo_and_models(results: dict[str, Result]) -> str | None:
+    """LoCoMo, then its embedders side by side (docs/recall.md), when their results are there."""
+    from bench.page_recall import render  # it imports this module's helpers
+
+    parts = [locomo(results["locomo"]) if "locomo" in results else None, render(results)]
+    return "\n\n".join(p for p in parts if p) or None
+
+
 RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("event-size", lambda rs: event_size(rs["event-size"]) if "event-size" in rs else None),
     ("ingest", ingest),
@@ -1363,7 +1371,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("http", lambda rs: http(rs["http"]) if "http" in rs else None),
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
-    ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
+    ("locomo", _locomo_and_models),
     ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),

@@ -32,6 +32,7 @@ from engram.domain.scene import Scene
 from engram.domain.text import check_text
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
+from engram.services.embedding_roles import embed_queries
 from engram.services.errors import NotFound
 from engram.services.link_expansion import LinkHop, follow_links
 from engram.services.ports import Reads
@@ -285,7 +286,7 @@ class Reading:
         return self.e.views.read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
-        [embedding] = self.e.embedder.embed([text])
+        [embedding] = embed_queries(self.e.embedder, [text])
         return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
 
     @staticmethod

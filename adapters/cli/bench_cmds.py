@@ -145,6 +145,16 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "audit_log_bench",
         "Hash chain: ingest cost and verify/s; a being's export/import per second.",
     )
+    _passthrough(
+        "locomo-models",
+        "locomo_models",
+        "Embedders side by side on LoCoMo, dense retrieval alone: recall per category and conversation, cost.",
+    )
+    _passthrough(
+        "embedder-spinning",
+        "spinning_bench",
+        "MiniLM's query embedding and throughput with onnxruntime's idle threads spinning or waiting.",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -14,7 +14,7 @@ from engram.services.embedder_check import setting_for
 from engram.services.embedding_migration import EmbeddingMigration, MigrationReport
 from engram.services.ports import Embedder
 
-TARGETS = "offline, hashing, hashing:DIM, openai or openai:MODEL"
+TARGETS = "offline, e5-small, hashing, hashing:DIM, openai or openai:MODEL"
 
 
 def target_embedder(spec: str, settings: Any) -> Embedder:
@@ -26,10 +26,10 @@ def target_embedder(spec: str, settings: Any) -> Embedder:
         if arg and not arg.isdigit():
             raise InvalidInput(f"--to {spec}: the hashing embedder's dimension must be a number")
         return HashingEmbedder(int(arg)) if arg else HashingEmbedder()
-    if kind == "offline" and not arg:
+    if kind in ("offline", "e5-small") and not arg:
         from engram.adapters.embedders import build_embedder
 
-        return build_embedder(settings.model_copy(update={"embedder": "offline"}))
+        return build_embedder(settings.model_copy(update={"embedder": kind}))
     if kind == "openai":
         from engram.adapters.embedders import build_embedder
 

@@ -32,6 +32,10 @@ def configured_model_id(settings: Settings) -> str:
         return MODEL_ID
     if settings.embedder == "hashing":
         return f"hashing-{DEFAULT_HASHING_DIM}"
+    if settings.embedder == "e5-small":
+        from engram.adapters.embedders.offline_e5 import MODEL_ID as E5_MODEL_ID
+
+        return E5_MODEL_ID
     return f"openai:{settings.embedding_model}"
 
 
@@ -42,6 +46,10 @@ def build_embedder_for_model(model_id: str, settings: Settings) -> Embedder:
 
     if model_id == MINILM_MODEL_ID:
         return build_embedder(settings.model_copy(update={"embedder": "offline"}))
+    from engram.adapters.embedders.offline_e5 import MODEL_ID as E5_MODEL_ID
+
+    if model_id == E5_MODEL_ID:
+        return build_embedder(settings.model_copy(update={"embedder": "e5-small"}))
     if model_id.startswith("hashing-") and model_id.removeprefix("hashing-").isdigit():
         from engram.adapters.embedders.hashing import HashingEmbedder
 

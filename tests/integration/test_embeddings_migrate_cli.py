@@ -77,3 +77,18 @@ def test_the_warning_names_the_migration(data_dir: Path, monkeypatch: pytest.Mon
 def test_bad_targets_are_refused(data_dir: Path, target: str, says: str) -> None:
     result = CliRunner().invoke(cli, ["embeddings", "migrate", "--to", target, "--yes"])
     assert result.exit_code != 0 and says in result.stderr
+
+
+def test_to_the_opt_in_e5_small(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The multilingual offline model (ADR 0080) is a target; the output names its setting."""
+    runner = CliRunner()
+    done = runner.invoke(cli, ["embeddings", "migrate", "--to", "e5-small", "--yes"])
+    assert done.exit_code == 0, done.output
+    assert "re-embedded 4 nodes" in done.stdout and "ENGRAM_EMBEDDER=e5-small" in done.stdout
+
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "e5-small")
+    found = runner.invoke(cli, ["query", "Aria", "bread in the oven", "--json"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["nodes"]
+    status = runner.invoke(cli, ["projections", "status"])
+    assert status.exit_code == 0 and "warning" not in status.stderr
