@@ -467,6 +467,7 @@ class Reading:
                 statuses=statuses,
                 now=self.e.clock.now(),
                 exclude=hidden,
+                actors=names,
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
