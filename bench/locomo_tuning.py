@@ -10,7 +10,11 @@ four conversations and scores it on the fifth, for each of the five (leave one c
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import datetime as _dt
+import heapq
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,7 +29,7 @@ from bench.run_locomo import being_name
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.config import Settings
-from engram.services.query_text import strip_words
+from engram.services.query_text import first_date, strip_words
 from engram.services.ranking import Profile, rank
 from engram.services.reading import MAX_QUERY_CHARS, MEMORY_VIEWS
 
@@ -33,6 +37,8 @@ STATUSES = ("active", "dying")
 CANDIDATES = 200
 """Channel depth read once; a profile asking for fewer takes the head of each channel."""
 Z95 = 1.96
+_NOW = _dt.datetime(2030, 1, 1, tzinfo=_dt.UTC)
+"""The clock of every ranking: recency weighs nothing in the profiles measured."""
 
 
 @dataclass
@@ -213,6 +219,182 @@ def load(path: Path, limit: int | None = None) -> list[Conversation]:
     return locomo.load(path, limit)
 
 
-import datetime as _dt  # noqa: E402  (the clock of every ranking: recency weighs nothing in the profiles measured)
+# -- directions measured after `rank` (dropped: see ADR 0083) ----------------------------------------
 
-_NOW = _dt.datetime(2030, 1, 1, tzinfo=_dt.UTC)
+
+def _scored(p: Profile, case: Case) -> list[tuple[str, float]]:
+    """Every memory `rank` scores for the case (its candidates and their neighbours), best first."""
+    n = p.candidates_for(10)
+    return rank(
+        p,
+        case.ranking,
+        case.semantic[:n],
+        case.lexical[:n],
+        text=case.text,
+        k=1 << 30,
+        statuses=STATUSES,
+        now=_NOW,
+        actors=case.names,
+    )
+
+
+def _day(case: Case, node_id: str) -> str | None:
+    slot = case.ranking.slot[node_id]
+    day = case.ranking.day[slot]
+    return day if day is not None else first_date(case.ranking.when_of(slot))
+
+
+def by_session(p: Profile, weight: float, turns: int = 1) -> Ranker:
+    """Sessions as a second index: a session (a conversation's day) scores the sum of its `turns`
+    best memories; each memory gains `weight` x its session's score over the best session's."""
+
+    def run(case: Case, k: int) -> list[str]:
+        scores = dict(_scored(p, case))
+        per_day: dict[str | None, list[float]] = {}
+        for node_id, s in scores.items():
+            per_day.setdefault(_day(case, node_id), []).append(s)
+        days = {d: sum(heapq.nlargest(turns, v)) for d, v in per_day.items()}
+        top = max(days.values(), default=0.0) or 1.0
+        scores = {i: s + weight * days[_day(case, i)] / top for i, s in scores.items()}
+        return [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+    return run
+
+
+def spread_over_sessions(p: Profile, keep: float) -> Ranker:
+    """Diversity: each further memory of a session already taken keeps `keep` of its score (greedy)."""
+
+    def run(case: Case, k: int) -> list[str]:
+        pool = _scored(p, case)[:200]
+        taken: dict[str | None, int] = {}
+        out: list[str] = []
+        while pool and len(out) < k:
+            at = max(
+                range(len(pool)), key=lambda j: pool[j][1] * keep ** taken.get(_day(case, pool[j][0]), 0)
+            )
+            node_id, _ = pool.pop(at)
+            out.append(node_id)
+            day = _day(case, node_id)
+            taken[day] = taken.get(day, 0) + 1
+        return out
+
+    return run
+
+
+def along_links(
+    p: Profile, links: Mapping[int, list[tuple[str, str, float]]], weight: float, seeds: int
+) -> Ranker:
+    """Links weighted, not added (ADR 0063 found the added hops hurt): a memory linked to one of the
+    `seeds` best gains `weight` x the seed's score x the link's cosine (the best such offer)."""
+
+    def run(case: Case, k: int) -> list[str]:
+        scored = _scored(p, case)
+        scores = dict(scored)
+        best = dict(scored[:seeds])
+        offered: dict[str, float] = {}
+        for seed, other, cosine in links.get(id(case), []):
+            if seed in best:
+                offered[other] = max(offered.get(other, 0.0), weight * best[seed] * cosine)
+        for other, extra in offered.items():
+            scores[other] = scores.get(other, 0.0) + extra
+        return [i for i, _ in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
+
+    return run
+
+
+def read_links(
+    engram: Engram, conversations: Sequence[Conversation], cases: Sequence[Case], p: Profile
+) -> dict[int, list[tuple[str, str, float]]]:
+    """Dream every being (the A-MEM links, ADR 0062), then the links of each case's 10 best memories."""
+    for conv in conversations:
+        engram.sleep.dream(being_name(conv))
+    engram.views.ensure()
+    beings = {c.sample_id: engram.reading.being(being_name(c), MEMORY_VIEWS) for c in conversations}
+    out: dict[int, list[tuple[str, str, float]]] = {}
+    for case in cases:
+        seeds = [i for i, _ in _scored(p, case)[:10]]
+        out[id(case)] = [
+            (str(r["memory_id"]), str(r["other_id"]), float(r["score"]))
+            for r in engram.views.links.links_of(beings[case.conversation], seeds)
+            if r["other_kind"] == "node"
+        ]
+    return out
+
+
+# -- the command --------------------------------------------------------------------------------------
+
+
+def as_json(result: Mapping[str, Any]) -> dict[str, Any]:
+    def one(f: Figures) -> dict[str, Any]:
+        return {
+            "questions": f.questions,
+            "recall": {"5": round(f.recall5, 4), "10": round(f.recall10, 4)},
+            "interval_10": round(f.interval(), 3),
+        }
+
+    return {
+        "overall": one(result["overall"]),
+        "categories": {str(c): one(f) for c, f in result["categories"].items()},
+        "conversations": {c: one(f) for c, f in result["conversations"].items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("path", type=Path, help="a LoCoMo-format file (the development split)")
+    parser.add_argument(
+        "--reuse-data",
+        type=Path,
+        required=True,
+        help="a data dir `engram bench locomo PATH --reuse-data DIR` ingested",
+    )
+    parser.add_argument("--links", action="store_true", help="dream in DIR first and measure links weighted")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args()
+    from bench.report import machine, now_utc
+    from engram.adapters.logging import configure_logging
+    from engram.services.ranking import PROFILES
+
+    configure_logging("warning")
+
+    conversations = load(args.path)
+    default = PROFILES["default"]
+    today = dataclasses.replace(default, name="default before #15", speaker=0.0)
+    engram = open_data(args.reuse_data)
+    try:
+        cases = read_cases(engram, conversations)
+        links = read_links(engram, conversations, cases, default) if args.links else {}
+    finally:
+        engram.close()
+    speakers = [variant(today, speaker=w) for w in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5)]
+    rankers: list[tuple[str, Ranker]] = [(today.name, ranker(today)), ("default", ranker(default))]
+    rankers += [(p.name, ranker(p)) for p in speakers]
+    rankers += [(f"default + sessions {w}", by_session(default, w)) for w in (0.1, 0.2, 0.4)]
+    rankers += [(f"default + one session keeps {x}", spread_over_sessions(default, x)) for x in (0.97, 0.9)]
+    rankers += (
+        [(f"default + links {w} from top 3", along_links(default, links, w, 3)) for w in (0.05, 0.1, 0.2)]
+        if args.links
+        else []
+    )
+    results = {name: evaluate(cases, r) for name, r in rankers}
+    cv = cross_validate(cases, speakers)
+    results["speaker weight, leave one conversation out"] = cv["held_out"]
+    for name, result in results.items():
+        print(render(name, result), flush=True)
+    print(f"chosen per held-out conversation: {cv['chosen']}")
+    report = {
+        "benchmark": "locomo-logic",
+        "date": now_utc(),
+        "machine": machine(),
+        "dataset": {"path": str(args.path), "questions": len(cases)},
+        "cross_validation": cv["chosen"],
+        "variants": {name: as_json(r) for name, r in results.items()},
+    }
+    if args.json_out is not None:
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
