@@ -10,9 +10,12 @@ from typing import Any
 from uuid import UUID
 
 import pytest
+from click.testing import CliRunner
 
 from bench import locomo_tuning as tuning
+from bench.page import locomo_logic
 from bench.run_locomo import LocomoOptions, being_name, run
+from engram.adapters.cli.main import cli
 from engram.services.bootstrap import Engram
 from engram.services.config import Settings
 from engram.services.ranking import PROFILES
@@ -127,3 +130,28 @@ def test_the_harness_ranks_what_query_ranks(ingested: tuple[Path, Path]) -> None
     cv = tuning.cross_validate(cases, grid)
     assert set(cv["chosen"]) == {"syn-a", "syn-b"}
     assert cv["held_out"]["overall"].questions == 4
+
+
+def test_the_bench_command_and_its_page_section(
+    ingested: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, data = ingested
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
+    out = tmp_path / "locomo-logic.json"
+    args = ["bench", "locomo-logic", "--", str(path), "--reuse-data", str(data), "--json-out", str(out)]
+    done = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["benchmark"] == "locomo-logic" and report["dataset"]["questions"] == 4
+    variants = report["variants"]
+    assert list(variants)[:2] == ["default before #15", "default"]
+    assert "speaker weight, leave one conversation out" in variants
+    assert not any("links" in name for name in variants)  # only with --links
+    default = variants["default"]
+    assert set(default["categories"]) == {"1", "2", "3", "4"} and set(default["conversations"]) == {
+        "syn-a",
+        "syn-b",
+    }
+    section = locomo_logic(report)
+    assert section.startswith("## LoCoMo retrieval logic")
+    assert "| **default** |" in section and "syn-a: " in section
