@@ -321,6 +321,32 @@ def read_links(
     return out
 
 
+WEIGHT_GRID: dict[str, tuple[Any, ...]] = {
+    "semantic": (0.3, 0.8),
+    "lexical_power": (1.5, 3.0),
+    "neighbours": (0.15, 0.5),
+    "dates": (0.2, 0.8),
+    "candidates": (50, 150, 200),
+}
+"""The default's other weights, one at a time, around today's values."""
+
+
+def _lexical_without_names(
+    engram: Engram, conversations: Sequence[Conversation], cases: Sequence[Case]
+) -> dict[int, Case]:
+    """Each case with its full-text candidates read without the names it holds (the speaker weight
+    alone then carries them)."""
+    beings = {c.sample_id: engram.reading.being(being_name(c), MEMORY_VIEWS) for c in conversations}
+    out: dict[int, Case] = {}
+    for case in cases:
+        lexical = case.lexical
+        if case.names:
+            text = strip_words(case.text, case.names)
+            lexical = list(engram.views.search.lexical(beings[case.conversation], text, CANDIDATES))
+        out[id(case)] = dataclasses.replace(case, lexical=lexical)
+    return out
+
+
 # -- the command --------------------------------------------------------------------------------------
 
 
@@ -365,10 +391,23 @@ def main() -> None:
     engram = open_data(args.reuse_data)
     try:
         cases = read_cases(engram, conversations)
+        apart = _lexical_without_names(engram, conversations, cases)
         links = read_links(engram, conversations, cases, default) if args.links else {}
     finally:
         engram.close()
-    speakers = [variant(today, speaker=w) for w in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5)]
+    speakers = [
+        dataclasses.replace(today, name=f"speaker {w}", speaker=w)
+        for w in (0.2, 0.4, 0.6, 0.8, 1.0, 1.2, 1.5)
+    ]
+
+    def _names_apart(p: Profile) -> Ranker:
+        plain = ranker(p)
+
+        def run(case: Case, k: int) -> list[str]:
+            return plain(apart[id(case)], k)
+
+        return run
+
     rankers: list[tuple[str, Ranker]] = [(today.name, ranker(today)), ("default", ranker(default))]
     rankers += [(p.name, ranker(p)) for p in speakers]
     rankers += [(f"default + sessions {w}", by_session(default, w)) for w in (0.1, 0.2, 0.4)]
@@ -378,6 +417,16 @@ def main() -> None:
         if args.links
         else []
     )
+    weights = [
+        variant(default, **{field: value})
+        for field, values in WEIGHT_GRID.items()
+        for value in values
+        if getattr(default, field) != value
+    ]
+    rankers += [(p.name, ranker(p)) for p in weights]
+    rankers += [
+        (f"default, names out of the full-text query {p.speaker}", _names_apart(p)) for p in speakers[2:5]
+    ]
     results = {name: evaluate(cases, r) for name, r in rankers}
     cv = cross_validate(cases, speakers)
     results["speaker weight, leave one conversation out"] = cv["held_out"]
