@@ -626,6 +626,40 @@ def locomo(r: Result) -> str:
     return _section("LoCoMo retrieval", "engram bench locomo PATH --links", r, body)
 
 
+def locomo_logic(r: Result) -> str:
+    """`engram bench locomo-logic`: retrieval variants beside the default on the same candidates
+    (issue #15, ADRs 0082, 0083)."""
+    variants: dict[str, Any] = r["variants"]
+    cats = ("1", "2", "3", "4")
+    convs = list(next(iter(variants.values()))["conversations"])
+    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in cats], *convs]
+    rows = [
+        [
+            f"**{name}**" if name == "default" else name,
+            f"{v['overall']['recall']['5']:.3f}",
+            f"{v['overall']['recall']['10']:.3f}",
+            f"{v['overall']['interval_10']:.3f}",
+            *[f"{v['categories'][c]['recall']['10']:.3f}" for c in cats],
+            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
+        ]
+        for name, v in variants.items()
+    ]
+    chosen = ", ".join(f"{c}: {n}" for c, n in r.get("cross_validation", {}).items())
+    body = [
+        f"{r['dataset']['questions']} scored questions of `{Path(r['dataset']['path']).name}`; every "
+        "variant ranks the same candidates in one run (`bench/locomo_tuning.py`); ± is the 95 % interval "
+        "of R@10. The last row scores on each conversation the weight chosen on the other four: "
+        f"{chosen}. What was kept and dropped: `docs/recall.md`.",
+        table(header, rows, "l" + "r" * (len(header) - 1)),
+    ]
+    return _section(
+        "LoCoMo retrieval logic",
+        "engram bench locomo-logic -- PATH --reuse-data DIR --links",
+        r,
+        body,
+    )
+
+
 def locomo_links(r: Result) -> list[str]:
     """The `+links` rows: `query` following the A-MEM links one hop (ADR 0063), and the dreaming
     that built them."""
@@ -1372,6 +1406,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
     ("locomo", _locomo_and_models),
+    ("locomo-logic", lambda rs: locomo_logic(rs["locomo-logic"]) if "locomo-logic" in rs else None),
     ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),

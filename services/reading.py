@@ -470,10 +470,21 @@ class Reading:
             lexical = [hit for hit in lexical if hit[0] not in hidden]
             ranking, now = read.ranking(being_id), self.e.clock.now()
             best = rank(
-                p, ranking, semantic, lexical, text=text, k=k, statuses=statuses, now=now, exclude=hidden
+                p,
+                ranking,
+                semantic,
+                lexical,
+                text=text,
+                k=k,
+                statuses=statuses,
+                now=now,
+                exclude=hidden,
+                actors=names,
             )
             explained = (
-                score_parts(p, ranking, semantic, lexical, best, text=text, now=now) if explain else {}
+                score_parts(p, ranking, semantic, lexical, best, text=text, now=now, actors=names)
+                if explain
+                else {}
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]

@@ -5,20 +5,31 @@ query, ~300 candidates). Asked to explain, `query` calls `parts` afterwards for 
 same formulas (`ranking`'s module docstring), part by part, from the same channel candidates and
 ranking columns, so that the parts of a hit add up to its score (`tests/unit/test_score_parts.py`
 checks it for every profile). What `rank` adds after the own parts — the share a neighbour passed on
-(ADR 0008) and a question's penalty — is the difference between the total and those parts.
+(ADR 0008) and a question's penalty — is the difference between the total and those parts; the
+speaker weight (ADR 0082) is a part of its own.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.query_text import node_dates, query_dates
 from engram.services.ranking import Candidates, Profile, date_closeness
 
-PARTS = ("semantic", "lexical", "dates", "importance", "recency", "channel", "neighbours", "question")
+PARTS = (
+    "semantic",
+    "lexical",
+    "dates",
+    "importance",
+    "recency",
+    "channel",
+    "speaker",
+    "neighbours",
+    "question",
+)
 """Every part a score can have, in the order a page shows them; a hit lists those that are not 0."""
 
 _NOISE = 1e-12
@@ -33,6 +44,7 @@ def parts(
     *,
     text: str,
     now: _dt.datetime,
+    actors: Collection[str] = (),
 ) -> dict[str, dict[str, float]]:
     """Each hit's (id, score from `rank`) parts, by id; parts that are 0 are left out."""
     sem, lex = dict(semantic), dict(lexical)
@@ -43,6 +55,7 @@ def parts(
     lex_rank = {i: r for r, (i, _) in enumerate(lexical, 1)}
     dates = query_dates(text) if p.dates > 0 else []
     slots = ranking.slots(i for i, _ in hits)
+    named = frozenset(a.lower() for a in actors) if p.speaker > 0 else frozenset()
     out: dict[str, dict[str, float]] = {}
     for node_id, total in hits:
         slot = slots.get(node_id)
@@ -69,6 +82,8 @@ def parts(
         if p.recency:
             age_days = max(0.0, (now.timestamp() - ranking.activated[slot]) / 86400)
             own["recency"] = p.recency * (1.0 / (1.0 + age_days / p.recency_days))
+        if named and not named.isdisjoint(ranking.actors[slot]):  # an actor the query names (ADR 0082)
+            own["speaker"] = p.speaker
         keep = 1 - p.question_penalty if p.question_penalty > 0 and ranking.asks[slot] else 1.0
         before_penalty = total / keep if keep > 0 else sum(own.values())
         own["neighbours"] = before_penalty - sum(own.values())

@@ -158,6 +158,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(
+        "locomo-logic",
+        "locomo_tuning",
+        "LoCoMo retrieval logic (speaker, sessions, links) beside the default, offline, leave one conversation out.",
+    )
+    _passthrough(
         "cli", "cli_bench", "Wall time of a one-shot recall and query through the CLI, per checkout."
     )
     _passthrough(
