@@ -71,3 +71,29 @@ def test_default_profile_names_dates_neighbours_and_question_penalty() -> None:
     assert found["n28"]["dates"] == pytest.approx(0.4)  # its day is 2026-05-08, the one the query names
     assert any("neighbours" in f for f in found.values())  # memories next to the best got a share
     assert found["n0"]["question"] < 0  # n0 asks: it keeps 0.9 of its score
+
+
+def test_the_speaker_weight_is_a_part_of_its_own() -> None:
+    """A memory of an actor the query names gains the default profile's speaker weight (ADR 0082):
+    the breakdown shows it as `speaker`, not folded into the neighbours' share."""
+    p, ranking = PROFILES["default"], BeingRanking("t", 1, ["active"])
+    rows = [
+        {
+            "id": f"n{i}",
+            "seq": i,
+            "status": "active",
+            "importance": 0.2,
+            "actors": actors,
+            "asks": False,
+            "last_activated_at": "2026-05-01T10:00:00+00:00",
+            "when_json": "[]",
+        }
+        for i, actors in enumerate(["me Mina", "me Leo"])
+    ]
+    assert ranking.apply(rows)
+    semantic = [("n0", 0.5), ("n1", 0.5)]
+    text = "what did Mina say"
+    hits = rank(p, ranking, semantic, [], text=text, k=2, statuses=["active"], now=NOW, actors={"mina"})
+    found = parts(p, ranking, semantic, [], hits, text=text, now=NOW, actors={"mina"})
+    assert found["n0"]["speaker"] == p.speaker and "speaker" not in found["n1"]
+    assert sum(found["n0"].values()) == pytest.approx(dict(hits)["n0"], rel=1e-9)
