@@ -37,7 +37,7 @@ def _snapshot(engram: Engram) -> dict[str, list[dict[str, Any]]]:
         with db.read() as conn:
             tables = engine.read_tables(conn, db, projection)
             for spec in projection.tables:
-                rows = conn.query(f"SELECT * FROM {tables[spec.name]} ORDER BY {spec.key}")  # noqa: S608
+                rows = conn.query(f"SELECT * FROM {tables[spec.name]} ORDER BY {spec.key}")
                 out[spec.name] = [{k: v for k, v in r.items() if k != "tsv"} for r in rows]
     return out
 
@@ -110,4 +110,6 @@ def test_purge_items_deletes_the_rows_and_points_of_those_aggregates_only(engram
     )  # the being's other rows stay
     index = engram.views.vectors_view.index
     nodes_collections = [c for c in index.list_collections() if c.startswith("engram_nodes__")]
-    assert nodes_collections and all(index.retrieve(c, bo, [UUID(node["id"])]) == [] for c in nodes_collections)
+    assert nodes_collections and all(
+        index.retrieve(c, bo, [UUID(node["id"])]) == [] for c in nodes_collections
+    )
