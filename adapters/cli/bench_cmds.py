@@ -145,6 +145,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "audit_log_bench",
         "Hash chain: ingest cost and verify/s; a being's export/import per second.",
     )
+    _passthrough(
+        "erasure",
+        "erasure_bench",
+        "forget being (100k nodes beside 10k): full rebuild vs targeted purge; sealing cost (ADR 0077).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(
