@@ -185,7 +185,8 @@ def rebuild(root: Path, url: str | None, nodes: int, rounds: int) -> dict[str, A
         with _in_clear():
             clear_e = _filled(root / "clear", url, nodes, stack)
         events = sealed_e.store.log.head()
-        sealed, clear = [], []
+        sealed: list[float] = []
+        clear: list[float] = []
         for _ in range(rounds):
             for e, out in ((sealed_e, sealed), (clear_e, clear)):
                 t0 = time.perf_counter()
