@@ -37,6 +37,7 @@ from uuid import UUID
 
 import structlog
 
+from bench.audit_log_bench import SCENE, _take  # one note a command, as that bench takes them
 from bench.machine import finish, machine_info
 from bench.messages_bench import _engram as fresh_engram
 from bench.patrol_bench import build
@@ -45,7 +46,6 @@ from engram.projections import being_rows, engine
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
 
-SCENE = {"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}
 DYING_PER_CYCLE = 10.0  # as `engram bench patrol`'s default: a few dying nodes, most alive
 
 
@@ -137,13 +137,6 @@ def erase(root: Path, url: str | None, nodes: int, other: int, targeted: bool) -
         "scrub_s": round(timers.get("scrub", 0.0), 2),
         "counts": done.counts,
     }
-
-
-def _take(e: Engram, n: int, tag: str) -> float:
-    t0 = time.perf_counter()
-    for i in range(n):
-        e.notes.take("Aria", NoteInput(text=json.dumps({**SCENE, "action": f"{tag} {i}"})))
-    return n / (time.perf_counter() - t0)
 
 
 def ingest(root: Path, url: str | None, notes: int, rounds: int) -> dict[str, Any]:
