@@ -6,10 +6,14 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from engram.adapters.views.table_scrub import NoTableScrub
 from engram.domain.ids import being_id_for_name
 from engram.projections import being_rows, engine
+from engram.projections.engine import Projection
+from engram.projections.tables import TableSpec
 from engram.services.bootstrap import Engram
 from engram.services.commands import FactInput, MessageInput, NoteInput
+from engram.services.erasure_purge import ViewPurge
 from engram.services.tokens import TokenService
 from tests.integration.test_erasure import CANARY, T0, _plant
 from tests.patrol_support import scene
@@ -113,3 +117,22 @@ def test_purge_items_deletes_the_rows_and_points_of_those_aggregates_only(engram
     assert nodes_collections and all(
         index.retrieve(c, bo, [UUID(node["id"])]) == [] for c in nodes_collections
     )
+
+
+class _Unplaced(Projection):
+    """A view whose table `being_rows` does not place: the purge cannot know its being column."""
+
+    name = "unplaced"
+    tables = (TableSpec(name="unplaced_rows", columns={"id": "id", "being_id": "id"}),)
+
+
+def test_a_view_with_a_table_the_purge_does_not_place_is_rebuilt_instead(engram: Engram) -> None:
+    engram.beings.register("Aria")
+    views = engram.open_views(extra=[_Unplaced()])
+    try:
+        views.ensure()
+        report = ViewPurge(lambda: views, NoTableScrub()).purge_being(being_id_for_name("Aria"))
+    finally:
+        views.close()
+    assert report.rebuilt == ["unplaced"]
+    assert report.rows["beings"] == {"beings": 1}  # the placed views are purged in place
