@@ -27,6 +27,7 @@ def erasure(
             rows.append(
                 (
                     NAMES.get(r["backend"], r["backend"]),
+                    f"{n(r['nodes'])} + {n(r['other_nodes'])}",
                     e["strategy"],
                     n(e["events"]),
                     f"{e['forget_s']}",
@@ -51,13 +52,24 @@ def erasure(
         "engram bench erasure [--backend postgres]",
         first,
         [
-            f"`forget being` of a being with {n(first['nodes'])} nodes while a being with "
-            f"{n(first['other_nodes'])} nodes is present, each strategy in a fresh deployment built the same "
+            "`forget being` of a being with the first number of nodes while a being with the second is "
+            "present, each strategy in a fresh deployment built the same "
             "way (the beings as `engram bench patrol` builds them): every view rebuilt (ADR 0073) against the "
             f"targeted purge (ADR 0077). Speed-up of the whole `forget`: {speedups}. `views`: the rebuild or "
             "the purge (on PostgreSQL with the `VACUUM FULL` of the purged tables); `scrub`: the VACUUM of "
             "every SQLite view file.",
-            table(["backend", "strategy", "log events", "forget (s)", "views (s)", "scrub (s)"], rows),
+            table(
+                [
+                    "backend",
+                    "nodes (erased + other)",
+                    "strategy",
+                    "log events",
+                    "forget (s)",
+                    "views (s)",
+                    "scrub (s)",
+                ],
+                rows,
+            ),
             "Sealing (ADR 0073): `notes.take` per second (one note a command) with events sealed and in "
             f"clear, {first['ingest']['rounds']} interleaved rounds of {first['ingest']['notes_per_round']} "
             "in one deployment, and a rebuild of every view of the same log written sealed and in clear "
