@@ -237,7 +237,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--database-url")
+    parser.add_argument("--database-url", help="PostgreSQL (implies --backend postgres)")
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--other", type=int, default=10_000)
     parser.add_argument("--notes", type=int, default=300, help="notes per ingest round")
@@ -246,6 +246,8 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
+    if args.database_url:
+        args.backend = "postgres"
     _quiet()
     result = run(args)
     finish(result, args.json_out)
