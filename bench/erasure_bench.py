@@ -146,9 +146,15 @@ def ingest(root: Path, url: str | None, notes: int, rounds: int) -> dict[str, An
         _take(e, 50, "warm")
         sealed, clear = [], []
         for r in range(rounds):
+            # Alternate which side goes first: on a machine whose load drifts, the side that always
+            # ran second would always get the drift.
+            if r % 2:
+                with _in_clear():
+                    clear.append(_take(e, notes, f"c{r}"))
             sealed.append(_take(e, notes, f"s{r}"))
-            with _in_clear():
-                clear.append(_take(e, notes, f"c{r}"))
+            if not r % 2:
+                with _in_clear():
+                    clear.append(_take(e, notes, f"c{r}"))
     s, c = statistics.median(sealed), statistics.median(clear)
     return {
         "notes_per_round": notes,
