@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT
+from bench import ROOT, erasure_page
 
 Result = dict[str, Any]
 
@@ -1418,6 +1418,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("embeddings-migrate", embeddings_migrate),
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
     ("audit-log", audit_log),
+    ("erasure", lambda rs: erasure_page.erasure(rs, table, _section, _n)),
 )
 
 

@@ -26,7 +26,7 @@ from engram.services.lineage import ViewsIndex, WhyQueries
 from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
-from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen
+from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen, TableScrub
 from engram.services.runner import CommandRunner
 from engram.services.store import AggregateStore
 from engram.services.views import Views
@@ -322,11 +322,23 @@ class Engram:
         from engram.adapters.eventstore.shredding_storage import ShreddingStorage
         from engram.adapters.journal_files import JournalFolder
         from engram.services.erasure import Forgetting
+        from engram.services.erasure_purge import ViewPurge
 
         keys = self.store.app.keys  # type: ignore[attr-defined]  # the EventLog's key store
         root = self.settings.journal_dir or self.settings.data_dir / "journals"
         storage = ShreddingStorage(self.store.app, self.settings.data_dir)
-        return Forgetting(self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock)
+        purge = ViewPurge(lambda: self.views, self._table_scrub())
+        return Forgetting(
+            self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock, purge
+        )
+
+    def _table_scrub(self) -> TableScrub:
+        """What rewrites the view tables an erasure deleted rows from (ADR 0077)."""
+        from engram.adapters.views.table_scrub import NoTableScrub, PostgresTableScrub
+
+        if self.settings.database_url is None:
+            return NoTableScrub()
+        return PostgresTableScrub(*_split_schema(self.settings.database_url.get_secret_value()))
 
     @cached_property
     def views(self) -> Views:

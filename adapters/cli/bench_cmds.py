@@ -155,6 +155,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "spinning_bench",
         "MiniLM's query embedding and throughput with onnxruntime's idle threads spinning or waiting.",
     )
+    _passthrough(
+        "erasure",
+        "erasure_bench",
+        "forget being (100k nodes beside 10k): full rebuild vs targeted purge; sealing cost (ADR 0077).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

@@ -63,6 +63,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "dreaming",  # ADR 0062
         "embeddings-migrate-sqlite",  # ADR 0071
         "audit-log-sqlite",  # ADRs 0069, 0070
+        "erasure-sqlite",  # ADR 0077
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -77,6 +78,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "fact-search-postgresql",
             "embeddings-migrate-postgresql",
             "audit-log-postgresql",
+            "erasure-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))

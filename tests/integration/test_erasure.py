@@ -148,11 +148,13 @@ def test_forget_refuses_a_being_written_in_clear(
 def test_an_erasure_interrupted_after_its_key_went_is_finished_by_the_next_forget(engram: Engram) -> None:
     _plant(engram)
     being_id = engram.forgetting._being_id("Aria")
-    real = engram.views.rebuild_all
-    engram.views.rebuild_all = lambda **kw: (_ for _ in ()).throw(Conflict("a rebuild is already running"))  # type: ignore[method-assign]
+    purge = engram.forgetting.purge
+    assert purge is not None
+    real = purge.purge_being
+    purge.purge_being = lambda *a, **kw: (_ for _ in ()).throw(Conflict("a rebuild is already running"))  # type: ignore[method-assign]
     with pytest.raises(Conflict):
         engram.forgetting.forget_being("Aria", by="admin")
-    engram.views.rebuild_all = real  # type: ignore[method-assign]
+    purge.purge_being = real  # type: ignore[method-assign]
     assert engram.store.app.keys.is_destroyed(being_id)  # type: ignore[attr-defined]
     done = engram.forgetting.forget_being("Aria", by="admin")
     assert not done.already and done.position is not None and done.counts["events"] >= 4
