@@ -1387,10 +1387,15 @@ def audit_log(results: dict[str, Result]) -> str | None:
 
 
 def _locomo_and_models(results: dict[str, Result]) -> str | None:
-    """LoCoMo, then its embedders side by side (docs/recall.md), when their results are there."""
+    """LoCoMo, then its embedders and its ranking variants side by side (docs/recall.md), when their
+    results are there."""
     from bench.page_recall import render  # it imports this module's helpers
 
-    parts = [locomo(results["locomo"]) if "locomo" in results else None, render(results)]
+    parts = [
+        locomo(results["locomo"]) if "locomo" in results else None,
+        render(results),
+        locomo_logic(results["locomo-logic"]) if "locomo-logic" in results else None,
+    ]
     return "\n\n".join(p for p in parts if p) or None
 
 
@@ -1406,7 +1411,6 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
     ("locomo", _locomo_and_models),
-    ("locomo-logic", lambda rs: locomo_logic(rs["locomo-logic"]) if "locomo-logic" in rs else None),
     ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),
