@@ -1,0 +1,176 @@
+"""What the explorer shows of beings (issue #14): every being with its counts, and one being's
+overview — its cluster tree, the decay histogram of its nodes, the node state changes of its latest
+patrols and its patrol runs a page at a time. Every list is bounded (ADR 0085)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from engram.domain import decay
+from engram.projections.overview_queries import COUNTS, OverviewReads
+from engram.services.views import Views
+
+Row = dict[str, Any]
+
+VIEWS = ("beings", "notes", "memory", "facts", "conversations", "sleep", "patrol_runs")
+"""The views the pages read, caught up together before they are read."""
+
+BINS = 20
+"""Bins of the effective importance histogram, over [0, 1]."""
+
+TOPICS_SHOWN = 60
+"""The largest topics the cluster tree shows; the page says how many more there are."""
+
+SERIES_RUNS = 60
+"""Patrol runs the state-changes plot covers (the latest)."""
+
+CHANGES: dict[str, tuple[str, ...]] = {
+    "created": ("nodes_created",),
+    "flagged dying": ("flagged_dying",),
+    "died": ("made_dead", "merged"),
+    "revived": ("revived",),
+}
+"""The plot's series: which counts of a patrol's steps move nodes between alive, dying and dead."""
+
+
+@dataclass
+class Bin:
+    low: float
+    high: float
+    alive: int = 0
+    dying: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.alive + self.dying
+
+
+@dataclass
+class ClusterBranch:
+    id: str
+    name: str
+    alive: int
+    total: int
+    children: list[ClusterBranch] = field(default_factory=list)
+
+
+@dataclass
+class RunsPage:
+    runs: list[Row]
+    next_before: int | None
+    """The cycle to pass as `before` for the next (older) page; None on the last."""
+
+
+def beings(views: Views, only: UUID | None = None) -> list[Row]:
+    """Every being (or only `only`) with its counts, mode and last patrol."""
+    views.ensure(names=VIEWS)
+    read = views.read
+    counts = OverviewReads(read).counts_by_being()
+    modes = {str(s["id"]): s["mode"] for s in views.sleep.states()}
+    out = []
+    for row in read.beings():
+        if only is not None and row["id"] != str(only):
+            continue
+        out.append(
+            {
+                **row,
+                **counts.get(row["id"], dict.fromkeys(COUNTS, 0)),
+                "mode": modes.get(row["id"]) or "awake",
+            }
+        )
+    return out
+
+
+def importance_histogram(groups: Iterable[Row], cycle: int, bins: int = BINS) -> list[Bin]:
+    """Alive and dying nodes by effective importance (importance × e^(−sessions/30); a pinned node
+    does not decay) at the being's `cycle`, in `bins` equal bins over [0, 1]."""
+    out = [Bin(i / bins, (i + 1) / bins) for i in range(bins)]
+    for g in groups:
+        importance = decay.clamp_importance(g["pct"] / 100)
+        sessions = 0 if g["pinned"] else decay.session_count(cycle, g["cycle"])
+        value = decay.effective_importance(importance, sessions)
+        slot = out[min(bins - 1, int(value * bins))]
+        if g["status"] == "dying":
+            slot.dying += g["n"]
+        else:
+            slot.alive += g["n"]
+    return out
+
+
+def state_changes(runs: Iterable[Row]) -> list[Row]:
+    """Per patrol cycle (oldest first), how many nodes each run created, flagged dying, made dead
+    (or merged away) and revived, from the counts its steps recorded."""
+    out = []
+    for run in sorted(runs, key=lambda r: r["cycle"]):
+        counts: dict[str, int] = {}
+        for step in run["steps"].values():
+            for key, value in (step.get("counts") or {}).items():
+                counts[key] = counts.get(key, 0) + int(value)
+        out.append(
+            {"cycle": run["cycle"], **{k: sum(counts.get(c, 0) for c in cs) for k, cs in CHANGES.items()}}
+        )
+    return out
+
+
+def cluster_tree(clusters: list[Row]) -> list[ClusterBranch]:
+    """Roots with the topics under them, the largest first; a topic whose parent is not among
+    `clusters` hangs under its root."""
+    branches = {
+        c["id"]: ClusterBranch(c["id"], c["name"] or "", int(c["active_count"]), int(c["total_count"]))
+        for c in clusters
+    }
+    roots = [branches[c["id"]] for c in clusters if c["is_root"]]
+    for c in clusters:
+        if c["is_root"]:
+            continue
+        parent = branches.get(c["parent_id"])
+        if parent is not None and parent is not branches[c["id"]]:
+            parent.children.append(branches[c["id"]])
+    for b in branches.values():
+        b.children.sort(key=lambda x: (-x.total, x.id))
+    return roots
+
+
+@dataclass
+class Overview:
+    being: Row
+    counts: dict[str, int]
+    mode: str
+    tree: list[ClusterBranch]
+    topics_hidden: int
+    histogram: list[Bin]
+    changes: list[Row]
+    runs: RunsPage
+
+
+def overview(views: Views, being_id: UUID, *, before: int | None = None, per_page: int = 10) -> Overview:
+    """One being's overview; `before`: the patrol runs page of cycles before it (None: the latest)."""
+    views.ensure(names=VIEWS, being=being_id)
+    read = views.read
+    reads = OverviewReads(read)
+    row = read.being(being_id) or {"id": str(being_id), "name": "", "cycle": 0, "last_cycle_at": None}
+    counts = reads.counts_for(being_id)
+    state = views.sleep.state(being_id)
+    clusters = reads.largest_clusters(being_id, TOPICS_SHOWN)
+    shown = sum(1 for c in clusters if not c["is_root"])
+    page = reads.patrol_runs(being_id, before=before, limit=per_page + 1)
+    more = len(page) > per_page
+    page = page[:per_page]
+    latest = (
+        page
+        if before is None and len(page) >= SERIES_RUNS
+        else reads.patrol_runs(being_id, limit=SERIES_RUNS)
+    )
+    return Overview(
+        being=row,
+        counts=counts,
+        mode=(state or {}).get("mode") or "awake",
+        tree=cluster_tree(clusters),
+        topics_hidden=max(0, counts["clusters"] - shown),
+        histogram=importance_histogram(reads.importance_groups(being_id), int(row["cycle"] or 0)),
+        changes=state_changes(latest),
+        runs=RunsPage(page, page[-1]["cycle"] if more and page else None),
+    )
