@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import ROOT
+from bench.ui import section as ui_section
 
 Result = dict[str, Any]
 
@@ -1375,6 +1376,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("embeddings-migrate", embeddings_migrate),
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
     ("audit-log", audit_log),
+    ("ui", ui_section),
 )
 
 
