@@ -69,33 +69,32 @@ class OverviewReads:
     def counts_for(self, being_id: UUID) -> dict[str, int]:
         return self.counts_by_being(being_id).get(str(being_id), dict.fromkeys(COUNTS, 0))
 
-    def importance_groups(self, being_id: UUID) -> list[Row]:
-        """The being's alive and dying nodes grouped by what their effective importance depends on:
-        status, pinned, last activation cycle and importance to the hundredth (`pct`), with `n` nodes
-        each. At most 2 × 2 × 101 groups per distinct activation cycle, whatever the node count."""
+    def decay_groups(self, being_id: UUID) -> list[Row]:
+        """The being's alive and dying nodes that decay, counted by status and `dying_cycle` (the
+        cycle their effective importance reaches 0.05, which fixes it to within a cycle's decay):
+        an index-only scan of the memory view's `decay` index, however many nodes (ADR 0085)."""
         with self.read.reading("memory") as (conn, tables):
-            # `+ 0.5` then a cast: rounds on both engines (SQLite's cast truncates, PostgreSQL's rounds).
-            pct = (
-                "CAST(importance * 100 + 0.5 AS INTEGER)"
-                if self.read.dbs["memory"].dialect == "sqlite"
-                else ("CAST(importance * 100 AS INTEGER)")
-            )
             rows = conn.query(
-                f"SELECT status, pinned, last_activated_cycle AS cycle, {pct} AS pct, COUNT(*) AS n "
-                f"FROM {tables['nodes']} WHERE being_id = ? AND status IN ('active', 'dying') "
-                f"GROUP BY status, pinned, last_activated_cycle, {pct}",
-                [str(being_id)],
+                f"SELECT status, dying_cycle, COUNT(*) AS n FROM {tables['nodes']} "
+                "WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? GROUP BY status, dying_cycle",
+                [str(being_id), False],
             )
         return [
-            {
-                "status": str(r["status"]),
-                "pinned": bool(r["pinned"]),
-                "cycle": int(r["cycle"] or 0),
-                "pct": int(r["pct"] or 0),
-                "n": int(r["n"]),
-            }
-            for r in rows
+            {"status": str(r["status"]), "dying_cycle": int(r["dying_cycle"]), "n": int(r["n"])} for r in rows
         ]
+
+    def pinned_groups(self, being_id: UUID) -> list[Row]:
+        """The being's pinned nodes (they never decay) by importance to the hundredth (`pct`)."""
+        with self.read.reading("memory") as (conn, tables):
+            # `+ 0.5` then a cast rounds on SQLite, whose cast truncates; PostgreSQL's cast rounds.
+            plus = " + 0.5" if self.read.dbs["memory"].dialect == "sqlite" else ""
+            pct = f"CAST(importance * 100{plus} AS INTEGER)"
+            rows = conn.query(
+                f"SELECT {pct} AS pct, COUNT(*) AS n FROM {tables['nodes']} "
+                f"WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? GROUP BY {pct}",
+                [str(being_id), True],
+            )
+        return [{"pct": int(r["pct"] or 0), "n": int(r["n"])} for r in rows]
 
     def largest_clusters(self, being_id: UUID, limit: int) -> list[Row]:
         """The being's roots and its `limit` largest topics (by nodes, dead included)."""

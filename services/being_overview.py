@@ -4,6 +4,7 @@ patrols and its patrol runs a page at a time. Every list is bounded (ADR 0085)."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,19 +85,35 @@ def beings(views: Views, only: UUID | None = None) -> list[Row]:
     return out
 
 
-def importance_histogram(groups: Iterable[Row], cycle: int, bins: int = BINS) -> list[Bin]:
-    """Alive and dying nodes by effective importance (importance × e^(−sessions/30); a pinned node
-    does not decay) at the being's `cycle`, in `bins` equal bins over [0, 1]."""
+def effective_from_dying_cycle(dying_cycle: int, cycle: int) -> float:
+    """A decaying node's effective importance at `cycle`, from the cycle it reaches 0.05: within a
+    factor e^(±1/60) of the exact value (the middle of the cycle's decay); 0 once it reached it."""
+    remaining = dying_cycle - cycle
+    if remaining <= 0:
+        return 0.0
+    return min(1.0, decay.DYING_THRESHOLD * math.exp((remaining - 0.5) / decay.DECAY_SESSIONS))
+
+
+def importance_histogram(
+    decaying: Iterable[Row], pinned: Iterable[Row], cycle: int, bins: int = BINS
+) -> list[Bin]:
+    """Alive and dying nodes by effective importance (importance × e^(−sessions/30)) at the being's
+    `cycle`, in `bins` equal bins over [0, 1]. A decaying node's value is read from its dying cycle
+    d: it lies in (0.05·e^((d−cycle−1)/30), 0.05·e^((d−cycle)/30)], placed at the middle (ADR 0085);
+    a pinned node does not decay: its importance."""
     out = [Bin(i / bins, (i + 1) / bins) for i in range(bins)]
-    for g in groups:
-        importance = decay.clamp_importance(g["pct"] / 100)
-        sessions = 0 if g["pinned"] else decay.session_count(cycle, g["cycle"])
-        value = decay.effective_importance(importance, sessions)
-        slot = out[min(bins - 1, int(value * bins))]
-        if g["status"] == "dying":
-            slot.dying += g["n"]
+
+    def add(value: float, status: str, n: int) -> None:
+        slot = out[min(bins - 1, max(0, int(value * bins)))]
+        if status == "dying":
+            slot.dying += n
         else:
-            slot.alive += g["n"]
+            slot.alive += n
+
+    for g in decaying:
+        add(effective_from_dying_cycle(g["dying_cycle"], cycle), g["status"], g["n"])
+    for g in pinned:
+        add(decay.clamp_importance(g["pct"] / 100), "active", g["n"])
     return out
 
 
@@ -170,7 +187,9 @@ def overview(views: Views, being_id: UUID, *, before: int | None = None, per_pag
         mode=(state or {}).get("mode") or "awake",
         tree=cluster_tree(clusters),
         topics_hidden=max(0, counts["clusters"] - shown),
-        histogram=importance_histogram(reads.importance_groups(being_id), int(row["cycle"] or 0)),
+        histogram=importance_histogram(
+            reads.decay_groups(being_id), reads.pinned_groups(being_id), int(row["cycle"] or 0)
+        ),
         changes=state_changes(latest),
         runs=RunsPage(page, page[-1]["cycle"] if more and page else None),
     )

@@ -7,25 +7,43 @@ import math
 import re
 
 from engram.adapters.ui import plots
-from engram.services.being_overview import cluster_tree, importance_histogram, state_changes
+from engram.domain import decay
+from engram.services.being_overview import (
+    cluster_tree,
+    effective_from_dying_cycle,
+    importance_histogram,
+    state_changes,
+)
 
 
 def test_the_histogram_places_nodes_by_effective_importance_at_the_beings_cycle() -> None:
-    groups = [
-        # importance 0.9 read at cycle 10, now cycle 40: 0.9 e^-1 = 0.331 -> bin 6 (0.30-0.35)
-        {"status": "active", "pinned": False, "cycle": 10, "pct": 90, "n": 7},
-        # the same, pinned: no decay -> bin 18 (0.90-0.95)
-        {"status": "active", "pinned": True, "cycle": 10, "pct": 90, "n": 2},
-        # dying: 0.05 long ago -> bin 0
-        {"status": "dying", "pinned": False, "cycle": 0, "pct": 5, "n": 3},
-        # importance 1.0 read now -> the last bin, not past it
-        {"status": "active", "pinned": False, "cycle": 40, "pct": 100, "n": 1},
+    def node(importance: float, last: int, status: str = "active") -> dict[str, object]:
+        return {"status": status, "dying_cycle": decay.dying_cycle(importance, last), "n": 1}
+
+    decaying = [
+        *[node(0.9, 10)] * 7,  # read at cycle 10, now 40: 0.9 e^-1 = 0.331 -> bin 6 (0.30-0.35)
+        *[node(0.05, 0, "dying")] * 3,  # at the threshold long ago -> bin 0
+        node(1.0, 40),  # importance 1 read now: the last bin, not past it
     ]
-    bins = importance_histogram(groups, cycle=40)
+    pinned = [{"pct": 90, "n": 2}]  # pinned: no decay -> bin 18 (0.90-0.95)
+    bins = importance_histogram(decaying, pinned, cycle=40)
     assert len(bins) == 20
     assert int(0.9 * math.exp(-1) * 20) == 6
     assert (bins[6].alive, bins[18].alive, bins[0].dying, bins[19].alive) == (7, 2, 3, 1)
     assert sum(b.total for b in bins) == 13
+
+
+def test_the_value_read_from_the_dying_cycle_is_within_half_a_cycles_decay() -> None:
+    for pct in range(6, 101, 3):
+        for last in (0, 7, 50):
+            for cycle in range(last, last + 100, 9):
+                importance = pct / 100
+                exact = decay.effective_importance(importance, cycle - last)
+                estimate = effective_from_dying_cycle(decay.dying_cycle(importance, last), cycle)
+                if decay.is_at_or_below_threshold(importance, cycle - last):
+                    assert estimate == 0.0
+                else:
+                    assert math.exp(-1 / 60) - 1e-9 <= estimate / exact <= math.exp(1 / 60) + 1e-9
 
 
 def test_state_changes_sum_each_runs_step_counts_oldest_first() -> None:
@@ -74,9 +92,7 @@ def test_the_tree_hangs_topics_under_their_parents_the_largest_first() -> None:
 
 
 def test_plots_are_svg_with_escaped_text() -> None:
-    bins = importance_histogram(
-        [{"status": "active", "pinned": False, "cycle": 0, "pct": 50, "n": 4}], cycle=0
-    )
+    bins = importance_histogram([], [{"pct": 50, "n": 4}], cycle=0)
     svg = str(plots.importance_histogram(bins))
     assert svg.startswith('<svg class="plot histogram"') and svg.count('<rect class="alive"') == 20
     assert "0.50–0.55: 4 alive, 0 dying" in svg
@@ -86,6 +102,6 @@ def test_plots_are_svg_with_escaped_text() -> None:
 
 
 def test_an_empty_being_still_draws_its_axes() -> None:
-    svg = str(plots.importance_histogram(importance_histogram([], cycle=0)))
+    svg = str(plots.importance_histogram(importance_histogram([], [], cycle=0)))
     assert "Effective importance of 0 alive and dying nodes" in svg
     assert "<polyline" not in str(plots.series_plot([{"cycle": 1, "created": 0}], ["created"]))
