@@ -88,6 +88,7 @@ def run(nodes: int, runs: int, patrols: int, database_url: str | None, extra: li
         url = scoped.__enter__() if scoped is not None else None
         try:
             with bootstrap(settings_for(Path(tmp), url, "hashing")) as engram:
+                print(f"building {nodes:,} nodes, then {patrols} patrols…", file=sys.stderr)
                 started = time.perf_counter()
                 being_id, _, _ = build(engram, nodes, dying_per_cycle(nodes, "1%"))
                 for _ in range(patrols):

@@ -69,7 +69,7 @@ def beings(views: Views, only: UUID | None = None) -> list[Row]:
     """Every being (or only `only`) with its counts, mode and last patrol."""
     views.ensure(names=VIEWS)
     read = views.read
-    counts = OverviewReads(read).counts_by_being()
+    counts = OverviewReads(read).counts_by_being(only)  # a being token's page counts its being only
     modes = {str(s["id"]): s["mode"] for s in views.sleep.states()}
     out = []
     for row in read.beings():
