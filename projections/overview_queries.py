@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
@@ -32,10 +33,13 @@ class OverviewReads:
             )
         return {str(r["k"]): int(r["n"]) for r in rows}
 
-    def counts_by_being(self, being_id: UUID | None = None) -> dict[str, dict[str, int]]:
+    def counts_by_being(
+        self, being_id: UUID | None = None, statuses: Sequence[str] = ("active", "dying", "dead")
+    ) -> dict[str, dict[str, int]]:
         """Every being's counts (`COUNTS`), by being id — or only `being_id`'s: one GROUP BY per
-        table, never one query per being."""
+        table, never one query per being. `statuses`: the node statuses to count (the others stay 0)."""
         one = [str(being_id)] if being_id is not None else []
+        marks = ", ".join("?" for _ in statuses)
 
         def scoped(column: str, where: str = "1 = 1") -> str:
             return f"{where} AND {column} = ?" if one else where
@@ -45,9 +49,9 @@ class OverviewReads:
             out[being]["notes"] = n
         with self.read.reading("memory") as (conn, tables):
             rows = conn.query(
-                f"SELECT being_id, status, COUNT(*) AS n FROM {tables['nodes']} WHERE {scoped('being_id')} "
-                "GROUP BY being_id, status",
-                one,
+                f"SELECT being_id, status, COUNT(*) AS n FROM {tables['nodes']} "
+                f"WHERE {scoped('being_id', f'status IN ({marks})')} GROUP BY being_id, status",
+                [*statuses, *one],
             )
         for r in rows:
             out[str(r["being_id"])][_STATE.get(str(r["status"]), str(r["status"]))] = int(r["n"])
@@ -66,8 +70,10 @@ class OverviewReads:
             out[being]["sessions"] = n
         return dict(out)
 
-    def counts_for(self, being_id: UUID) -> dict[str, int]:
-        return self.counts_by_being(being_id).get(str(being_id), dict.fromkeys(COUNTS, 0))
+    def counts_for(
+        self, being_id: UUID, statuses: Sequence[str] = ("active", "dying", "dead")
+    ) -> dict[str, int]:
+        return self.counts_by_being(being_id, statuses).get(str(being_id), dict.fromkeys(COUNTS, 0))
 
     def decay_groups(self, being_id: UUID) -> list[Row]:
         """The being's alive and dying nodes that decay, counted by status and `dying_cycle` (the
@@ -76,7 +82,8 @@ class OverviewReads:
         with self.read.reading("memory") as (conn, tables):
             rows = conn.query(
                 f"SELECT status, dying_cycle, COUNT(*) AS n FROM {tables['nodes']} "
-                "WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? GROUP BY status, dying_cycle",
+                "WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? "
+                "GROUP BY status, dying_cycle",
                 [str(being_id), False],
             )
         return [
@@ -90,11 +97,11 @@ class OverviewReads:
             plus = " + 0.5" if self.read.dbs["memory"].dialect == "sqlite" else ""
             pct = f"CAST(importance * 100{plus} AS INTEGER)"
             rows = conn.query(
-                f"SELECT {pct} AS pct, COUNT(*) AS n FROM {tables['nodes']} "
-                f"WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? GROUP BY {pct}",
+                f"SELECT status, {pct} AS pct, COUNT(*) AS n FROM {tables['nodes']} "
+                f"WHERE being_id = ? AND status IN ('active', 'dying') AND pinned = ? GROUP BY status, {pct}",
                 [str(being_id), True],
             )
-        return [{"pct": int(r["pct"] or 0), "n": int(r["n"])} for r in rows]
+        return [{"status": str(r["status"]), "pct": int(r["pct"] or 0), "n": int(r["n"])} for r in rows]
 
     def largest_clusters(self, being_id: UUID, limit: int) -> list[Row]:
         """The being's roots and its `limit` largest topics (by nodes, dead included)."""

@@ -113,7 +113,7 @@ def importance_histogram(
     for g in decaying:
         add(effective_from_dying_cycle(g["dying_cycle"], cycle), g["status"], g["n"])
     for g in pinned:
-        add(decay.clamp_importance(g["pct"] / 100), "active", g["n"])
+        add(decay.clamp_importance(g["pct"] / 100), g.get("status", "active"), g["n"])
     return out
 
 
@@ -169,27 +169,31 @@ def overview(views: Views, being_id: UUID, *, before: int | None = None, per_pag
     read = views.read
     reads = OverviewReads(read)
     row = read.being(being_id) or {"id": str(being_id), "name": "", "cycle": 0, "last_cycle_at": None}
-    counts = reads.counts_for(being_id)
+    # Alive and dying nodes are counted by the histogram's scan of the decay index; one more scan
+    # of the same index for their counts would double the page's cost at 100k nodes.
+    counts = reads.counts_for(being_id, statuses=("dead",))
+    histogram = importance_histogram(
+        reads.decay_groups(being_id), reads.pinned_groups(being_id), int(row["cycle"] or 0)
+    )
+    counts.update(alive=sum(b.alive for b in histogram), dying=sum(b.dying for b in histogram))
     state = views.sleep.state(being_id)
     clusters = reads.largest_clusters(being_id, TOPICS_SHOWN)
     shown = sum(1 for c in clusters if not c["is_root"])
-    page = reads.patrol_runs(being_id, before=before, limit=per_page + 1)
+    latest = reads.patrol_runs(being_id, limit=SERIES_RUNS)
+    page = (
+        latest[: per_page + 1]
+        if before is None
+        else reads.patrol_runs(being_id, before=before, limit=per_page + 1)
+    )
     more = len(page) > per_page
     page = page[:per_page]
-    latest = (
-        page
-        if before is None and len(page) >= SERIES_RUNS
-        else reads.patrol_runs(being_id, limit=SERIES_RUNS)
-    )
     return Overview(
         being=row,
         counts=counts,
         mode=(state or {}).get("mode") or "awake",
         tree=cluster_tree(clusters),
         topics_hidden=max(0, counts["clusters"] - shown),
-        histogram=importance_histogram(
-            reads.decay_groups(being_id), reads.pinned_groups(being_id), int(row["cycle"] or 0)
-        ),
+        histogram=histogram,
         changes=state_changes(latest),
         runs=RunsPage(page, page[-1]["cycle"] if more and page else None),
     )

@@ -116,6 +116,8 @@ def test_the_overview_shows_the_cluster_tree_the_plots_and_the_patrol_runs(
     _kill_one_dying(engram, aria)
     engram.views.ensure(names=["memory"])
     topic = next(c for c in engram.views.read.clusters(UUID(aria)) if not c["is_root"])
+    alive = engram.views.read.nodes(UUID(aria), statuses=["active"], limit=1)[0]
+    engram.nodes.pin("Aria", UUID(alive["id"]))  # pinned: it keeps its importance, 0.5
 
     page = client.get(f"/ui/beings/{aria}", headers=_headers(tokens["Aria"]))
     assert page.status_code == 200, page.text
@@ -125,9 +127,10 @@ def test_the_overview_shows_the_cluster_tree_the_plots_and_the_patrol_runs(
     assert ">Business</a>" in tree and ">Private</a>" in tree
     assert f'href="/ui/beings/{aria}/clusters/{topic["id"]}">{topic["name"]}</a>' in tree
     assert "6 alive / 6" in tree
-    # The histogram: 8 alive nodes of importance 0.5 one session on (0.48), and the dying one.
+    # The histogram: 7 alive nodes of importance 0.5 one session on (0.48), the pinned one at 0.5,
+    # and the dying one.
     assert '<svg class="plot histogram"' in html
-    assert "0.45–0.50: 8 alive, 0 dying" in html
+    assert "0.45–0.50: 7 alive, 0 dying" in html and "0.50–0.55: 1 alive, 0 dying" in html
     assert "0.00–0.05: 0 alive, 1 dying" in html
     # The state changes of the patrol: 10 created, 2 flagged dying.
     assert '<svg class="plot series"' in html
