@@ -173,7 +173,7 @@ def section(results: dict[str, dict[str, Any]]) -> str | None:
         f"`engram bench ui [-- --database-url postgresql://…]` — {_when(first)}",
         f"Each page of the explorer (`/ui`, issue #14) requested {first['pages'][0].get('runs', '?')} times "
         f"through the ASGI app in-process, with an admin token, for one being of {first['nodes']:,} nodes "
-        f"after {first['patrols']} patrols; the goal is {first['goal_ms']:.0f} ms of server time per page. "
+        f"after {first['patrols']} patrol(s); the goal is {first['goal_ms']:.0f} ms of server time per page. "
         "Pages not built yet answer 404 and are skipped.",
     ]
     for r in found:
