@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import ROOT, erasure_page
+from bench.ui import section as ui_section
 
 Result = dict[str, Any]
 
@@ -1423,6 +1424,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
     ("audit-log", audit_log),
     ("erasure", lambda rs: erasure_page.erasure(rs, table, _section, _n)),
+    ("ui", ui_section),
 )
 
 

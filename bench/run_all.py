@@ -106,6 +106,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
         else ()
     )
     runs += per_backend("erasure", passthrough("erasure", *erasure))  # ADR 0077
+    ui = ("--nodes", "300", "--runs", "2", "--patrols", "1") if quick else ()
+    runs += per_backend("ui", passthrough("ui", *ui))  # issue #14
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs

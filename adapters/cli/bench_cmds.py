@@ -88,6 +88,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
     _passthrough(
+        "ui", "ui", "Each memory explorer page (/ui) at 100k nodes for a being: median and p95 (goal 300 ms)."
+    )
+    _passthrough(
         "messages",
         "messages_bench",
         "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",

@@ -176,18 +176,6 @@ async def logout(request: Request, viewer: ViewerDep) -> Response:
     return response
 
 
-# -- beings ------------------------------------------------------------------------------------------
-
-
-@ui_router.get("/beings", response_class=HTMLResponse)
-def beings(request: Request, viewer: ViewerDep) -> Response:
-    engram = engram_of(request)
-    engram.views.ensure(names=["beings"])
-    mine = viewer.principal.being_id
-    rows = [r for r in engram.views.read.beings() if mine is None or r["id"] == str(mine)]
-    return page(request, "beings.html", viewer, beings=rows)
-
-
 def mount_static(app: Any) -> None:
     """The explorer's style sheet and script, from the package (no CDN)."""
     app.mount("/ui/static", StaticFiles(directory=STATIC), name="ui-static")
