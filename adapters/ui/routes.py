@@ -16,6 +16,7 @@ from uuid import UUID
 import anyio.to_thread
 import structlog
 from fastapi import APIRouter, Depends, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
@@ -80,6 +81,13 @@ class UiRoute(APIRoute):
                 return page(request, "error.html", None, status=403, title="Not allowed", detail=str(exc))
             except BadForm as exc:
                 return page(request, "error.html", None, status=400, title="Form refused", detail=str(exc))
+            except RequestValidationError as exc:  # e.g. `?before=abc` where a number is expected
+                fields = ", ".join(
+                    ".".join(str(x) for x in e.get("loc", ())[1:]) or "request" for e in exc.errors()
+                )
+                return page(
+                    request, "error.html", None, status=422, title="Not understood", detail=f"Check {fields}."
+                )
             except DomainError as exc:
                 status = _status(exc)
                 title = "Not found" if status == 404 else "Refused"

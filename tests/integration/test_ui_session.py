@@ -99,3 +99,11 @@ def test_static_assets_ship_in_the_package(ui: tuple[TestClient, dict[str, str]]
     style = client.get("/ui/static/ui.css")
     assert script.status_code == 200 and "data-live" in script.text
     assert style.status_code == 200 and "table.list" in style.text
+
+
+def test_a_query_value_of_the_wrong_type_is_a_page_not_a_500(ui: tuple[TestClient, dict[str, str]]) -> None:
+    client, tokens = ui
+    headers = {"Authorization": f"Bearer {tokens['admin']}"}
+    response = client.get("/ui/admin", params={"revoked": "abc"}, headers=headers)
+    assert response.status_code == 422 and "Not understood" in response.text and "revoked" in response.text
+    assert "Traceback" not in response.text
