@@ -19,6 +19,7 @@ from urllib.parse import urlencode
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse
 
+from engram.adapters.ui.fields import whole_number
 from engram.adapters.ui.render import page
 from engram.adapters.ui.routes import ViewerDep, engram_of, require_admin, ui_router
 from engram.adapters.ui.session import Viewer
@@ -41,19 +42,6 @@ def _filter(params: dict[str, str]) -> LogFilter:
     )
 
 
-def _number(params: dict[str, str], name: str, default: int, high: int | None = None) -> int:
-    raw = params.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a whole number") from None
-    if value < 0 or (high is not None and value > high):
-        raise InvalidInput(f"{name} is between 0 and {high}" if high else f"{name} must be 0 or more")
-    return value
-
-
 def _rows(found: LogPage) -> list[dict[str, Any]]:
     rows = []
     for entry in found.entries:
@@ -72,7 +60,9 @@ def _query(params: dict[str, str], **changes: Any) -> str:
 
 def _read(request: Request, viewer: Viewer, params: dict[str, str], limit: int) -> LogPage:
     require_admin(viewer)
-    return log_page(engram_of(request).audit, _filter(params), after=_number(params, "after", 0), limit=limit)
+    return log_page(
+        engram_of(request).audit, _filter(params), after=whole_number(params, "after", 0), limit=limit
+    )
 
 
 @ui_router.get("/log", response_class=HTMLResponse)
@@ -80,7 +70,7 @@ def log_view(request: Request, viewer: ViewerDep) -> Response:
     params = dict(request.query_params)
     require_admin(viewer)
     try:
-        limit = _number(params, "limit", PAGE, MAX_PAGE) or PAGE
+        limit = whole_number(params, "limit", PAGE, high=MAX_PAGE) or PAGE
         if "after" not in params:  # opening the page: the newest events (with filters: from the start)
             filtered = any(params.get(k) for k in FIELDS)
             params["after"] = "0" if filtered else str(max(0, engram_of(request).store.head() - limit))

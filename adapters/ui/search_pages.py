@@ -16,6 +16,7 @@ import anyio.to_thread
 from fastapi import Request, Response
 from fastapi.responses import HTMLResponse
 
+from engram.adapters.ui.fields import whole_number
 from engram.adapters.ui.render import page
 from engram.adapters.ui.routes import ViewerDep, being_for, engram_of, ui_router
 from engram.adapters.ui.session import Viewer, checked_form
@@ -53,19 +54,6 @@ class Results:
     cursor: str | None = None
 
 
-def _int(form: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = form.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(f"{name} must be a whole number") from None
-    if not low <= value <= high:
-        raise InvalidInput(f"{name} is between {low} and {high}")
-    return value
-
-
 def _bars(hits: list[Hit]) -> None:
     """Each hit's positive parts as segments of one bar, on a scale shared by the page's hits."""
     top = max((sum(v for _, v in h.parts if v > 0) for h in hits), default=0.0)
@@ -95,7 +83,7 @@ def _run(engram: Any, being: str, form: dict[str, str]) -> Results:
     if kind == "search":
         cursor = form.get("cursor") or None
         found = reading.search_memory(
-            being, text, form.get("mode", "or"), _int(form, "k", 20, 1, MAX_QUERY_K), cursor
+            being, text, form.get("mode", "or"), whole_number(form, "k", 20, 1, MAX_QUERY_K), cursor
         )
         first = cursor is None
         hits = [Hit(n, reactivated=first) for n in found.nodes]
@@ -109,7 +97,7 @@ def _run(engram: Any, being: str, form: dict[str, str]) -> Results:
     queried = reading.query(
         being,
         text,
-        _int(form, "k", 10, 1, MAX_QUERY_K),
+        whole_number(form, "k", 10, 1, MAX_QUERY_K),
         profile_name=form.get("profile", "default"),
         include_dead=form.get("include_dead") == "on",
         reactivate=reactivate,
