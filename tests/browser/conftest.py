@@ -114,11 +114,13 @@ def log_in(driver: Any, site: Site, token: str, path: str = "/ui/") -> None:
 
 
 def _stale(element: Any) -> bool:
-    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
 
     try:
         element.tag_name  # noqa: B018  (raises once the page it belonged to is gone)
-    except StaleElementReferenceException:
+    except WebDriverException:
+        # Stale, or (chromium, mid-navigation) "Node with given id does not belong to the document":
+        # either way the page it belonged to is gone.
         return True
     return False
 
