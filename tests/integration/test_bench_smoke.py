@@ -20,7 +20,9 @@ from bench.machine import finish
 from bench.page import load_results, render_page
 from engram.adapters.cli.main import cli
 
-pytestmark = pytest.mark.slow
+# `bench all --quick` runs every benchmark in one fixture: minutes on a loaded 2-core machine, so it
+# gets a longer guard against hangs than the suite's 300 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
