@@ -33,14 +33,24 @@ from bench.locomo_tuning import (
     as_json,
     evaluate,
     objective,
-    open_data,
     ranker,
     read_cases,
     render,
 )
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.config import Settings
 from engram.services.ports import Embedder
 from engram.services.query_text import strip_words
 from engram.services.ranking import PROFILES, Profile
+
+
+def open_data(data_dir: Path, *, embedder: Embedder) -> Engram:
+    """The data dir's engine, as `locomo_tuning.open_data` opens it, with `embedder` in it."""
+    settings = Settings().model_copy(
+        update={"data_dir": data_dir, "llm": "none", "database_url": None, "qdrant_url": None}
+    )
+    return bootstrap(settings, embedder=embedder)
+
 
 Scorer = Callable[[Matrix, Matrix], Matrix]
 """(cosines with the turn's vectors, cosines with the contextual ones) → a memory's semantic score."""
@@ -141,7 +151,6 @@ def main() -> None:
     from bench.report import machine, now_utc
     from engram.adapters.embedders import build_embedder
     from engram.adapters.logging import configure_logging
-    from engram.services.config import Settings
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -164,16 +173,15 @@ def main() -> None:
         parser.error(f"unknown window(s) {unknown}; choose from {sorted(known)}")
     windows = [known[n] for n in names]
     conversations = locomo.load(args.path)
-    engram = open_data(args.reuse_data)
-    try:
-        cases = read_cases(engram, conversations)
-    finally:
-        engram.close()
     inner = build_embedder(Settings())
     embedder: Embedder = CachedEmbedder(inner, args.cache) if args.cache is not None else inner
+    # The questions' vectors come from the cache too: `read_cases` embeds through the data dir's engine.
+    engram = open_data(args.reuse_data, embedder=embedder)
     try:
+        cases = read_cases(engram, conversations)
         dense = dense_vectors(embedder, conversations, cases, windows)
     finally:
+        engram.close()
         if isinstance(embedder, CachedEmbedder):
             embedder.save()
     default: Profile = PROFILES["default"]
