@@ -17,13 +17,18 @@ def _r10(group: dict[str, Any] | None) -> str:
     return f"{group['recall']['10']:.3f}" if group else "–"
 
 
+def _code(name: str) -> str:
+    """Today's variant names its text `<date> <text>`: code, or a page would read it as HTML tags."""
+    return name.replace("<date> <text>", "`<date> <text>`")
+
+
 def dense(r: Result) -> str:
     variants: dict[str, Any] = r["variants"]
     convs = list(next(iter(variants.values()))["conversations"])
     header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in CATEGORIES], *convs]
     rows = [
         [
-            name,
+            _code(name),
             f"{v['overall']['recall']['5']:.3f}",
             f"{v['overall']['recall']['10']:.3f}",
             f"{v['overall']['ci95']['10']:.3f}",
