@@ -1390,12 +1390,14 @@ def audit_log(results: dict[str, Result]) -> str | None:
 def _locomo_and_models(results: dict[str, Result]) -> str | None:
     """LoCoMo, then its embedders and its ranking variants side by side (docs/recall.md), when their
     results are there."""
-    from bench.page_recall import render  # it imports this module's helpers
+    from bench.page_context import render as render_context
+    from bench.page_recall import render  # they import this module's helpers
 
     parts = [
         locomo(results["locomo"]) if "locomo" in results else None,
         render(results),
         locomo_logic(results["locomo-logic"]) if "locomo-logic" in results else None,
+        render_context(results),
     ]
     return "\n\n".join(p for p in parts if p) or None
 

@@ -171,6 +171,16 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "LoCoMo retrieval logic (speaker, sessions, links) beside the default, offline, leave one conversation out.",
     )
     _passthrough(
+        "locomo-context",
+        "locomo_context",
+        "LoCoMo, dense alone: a turn's vector with its neighbours in the session, beside today's.",
+    )
+    _passthrough(
+        "locomo-context-logic",
+        "locomo_context_logic",
+        "LoCoMo, the full ranking over contextual vectors beside today's, leave one conversation out.",
+    )
+    _passthrough(
         "cli", "cli_bench", "Wall time of a one-shot recall and query through the CLI, per checkout."
     )
     _passthrough(

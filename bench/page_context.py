@@ -1,0 +1,87 @@
+"""The contextual-vectors sections of docs/benchmarks.md (issue #15, docs/recall.md "Memory side").
+
+Result files: `locomo-context.json` (dense alone, `engram bench locomo-context`) and
+`locomo-context-logic.json` (the full ranking, `engram bench locomo-context-logic`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.page import Result, _section, table
+
+CATEGORIES = ("1", "2", "3", "4")
+
+
+def _r10(group: dict[str, Any] | None) -> str:
+    return f"{group['recall']['10']:.3f}" if group else "–"
+
+
+def _code(name: str) -> str:
+    """Today's variant names its text `<date> <text>`: code, or a page would read it as HTML tags."""
+    return name.replace("<date> <text>", "`<date> <text>`")
+
+
+def dense(r: Result) -> str:
+    variants: dict[str, Any] = r["variants"]
+    convs = list(next(iter(variants.values()))["conversations"])
+    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in CATEGORIES], *convs]
+    rows = [
+        [
+            _code(name),
+            f"{v['overall']['recall']['5']:.3f}",
+            f"{v['overall']['recall']['10']:.3f}",
+            f"{v['overall']['ci95']['10']:.3f}",
+            *[_r10(v["categories"].get(c)) for c in CATEGORIES],
+            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
+        ]
+        for name, v in variants.items()
+    ]
+    body = [
+        f"Dense retrieval alone ({r['embedding_model']}): each turn embedded with its neighbours in the "
+        "same session, as its only vector or as a second one beside today's `<date> <text>` (a memory "
+        "scores the max or the sum of its two cosines); the questions as `query` embeds them. ± is the "
+        '95 % interval of R@10. Verdict in docs/recall.md, "Memory side".',
+        table(header, rows, "l" + "r" * (len(header) - 1)),
+    ]
+    return _section("LoCoMo: contextual vectors, dense alone", "engram bench locomo-context -- PATH", r, body)
+
+
+def ranking(r: Result) -> str:
+    variants: dict[str, Any] = r["variants"]
+    convs = list(next(iter(variants.values()))["conversations"])
+    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in CATEGORIES], *convs]
+    rows = [
+        [
+            name,
+            f"{v['overall']['recall']['5']:.3f}",
+            f"{v['overall']['recall']['10']:.3f}",
+            f"{v['overall']['interval_10']:.3f}",
+            *[_r10(v["categories"].get(c)) for c in CATEGORIES],
+            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
+        ]
+        for name, v in variants.items()
+    ]
+    chosen = ", ".join(f"{c}: {n}" for c, n in r.get("cross_validation", {}).items())
+    body = [
+        f"{r['dataset']['questions']} scored questions; the default profile's `rank` (fusion, speaker "
+        "weight) over each question's lexical candidates and a semantic channel of exact cosines under "
+        "each variant (`bench/locomo_context_logic.py`); ± is the 95 % interval of R@10. The last row "
+        f"scores on each conversation the variant chosen on the other four: {chosen}.",
+        table(header, rows, "l" + "r" * (len(header) - 1)),
+    ]
+    return _section(
+        "LoCoMo: contextual vectors in the full ranking",
+        "engram bench locomo-context-logic -- PATH --reuse-data DIR --cache DIR",
+        r,
+        body,
+    )
+
+
+def render(results: dict[str, Result]) -> str | None:
+    parts = []
+    if "locomo-context" in results:
+        parts.append(dense(results["locomo-context"]))
+    if "locomo-context-logic" in results:
+        parts.append(ranking(results["locomo-context-logic"]))
+    return "\n\n".join(parts) if parts else None
