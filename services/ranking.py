@@ -159,15 +159,38 @@ def rank(
     if named:  # after the neighbours' shares: a reply to the named actor's memory gains nothing from it
         actors_of, bonus = ranking.actors, p.speaker
         scores = {i: s + bonus if not named.isdisjoint(actors_of[slots[i]]) else s for i, s in scores.items()}
-    if p.opening > 0:  # where a sitting's news is told (ADR 0090)
-        bonus = p.opening
-        scores = {i: s + bonus if opens_day(ranking, slots[i]) else s for i, s in scores.items()}
+    keep = 1 - p.question_penalty if p.question_penalty > 0 else 1.0
     if p.question_penalty > 0:
-        asks, keep = ranking.asks, 1 - p.question_penalty
+        asks = ranking.asks
         scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
     if exclude:
         scores = {i: s for i, s in scores.items() if i not in exclude}
+    if p.opening > 0:  # where a sitting's news is told (ADR 0090)
+        scores = add_opening(p.opening, keep, scores, ranking, slots, k)
     return best_of(scores, k)
+
+
+def add_opening(
+    bonus: float,
+    keep: float,
+    scores: dict[str, float],
+    ranking: BeingRanking,
+    slots: Mapping[str, int],
+    k: int,
+) -> dict[str, float]:
+    """Each memory that opens its day gains `bonus`, as if added before a question's penalty (a
+    memory that asks gains `keep` x it; ADR 0090). Only the memories that could then be among the `k`
+    best are looked at: a gain lifts a score by at most `bonus`, and the k-th best score only rises."""
+    if k <= 0 or not scores:
+        return scores
+    floor = heapq.nlargest(k, scores.values())[-1] if len(scores) >= k else -math.inf
+    most = bonus * max(1.0, keep)
+    asks = ranking.asks
+    out = dict(scores)
+    for node_id, score in scores.items():
+        if score + most >= floor and opens_day(ranking, slots[node_id]):
+            out[node_id] = score + (bonus * keep if asks[slots[node_id]] else bonus)
+    return out
 
 
 def best_of(scores: Mapping[str, float], k: int) -> list[tuple[str, float]]:

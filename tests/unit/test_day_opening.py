@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engram.services.ranking import PROFILES, Profile, opens_day, rank
 from engram.services.score_parts import parts
@@ -80,3 +82,49 @@ def test_the_opening_weight_is_a_part_of_its_own() -> None:
     assert "opening" not in found["second"]
     for node_id, total in hits:
         assert sum(found[node_id].values()) == pytest.approx(total)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.booleans(), st.floats(0.0, 3.0, allow_nan=False)),
+        min_size=1,
+        max_size=30,
+    ),
+    st.integers(1, 12),
+    st.sampled_from([0.0, 0.1, 0.5]),
+)
+def test_looking_only_at_the_possible_k_best_changes_nothing(
+    memories: list[tuple[int, bool, float]], k: int, penalty: float
+) -> None:
+    """`rank` looks for openers only among the memories that could reach the k best; the k best are
+    those of adding the weight to every opener (before a question's penalty)."""
+    rows = {
+        f"n{n:02}": row(n, day=f"2023-05-0{day + 1}", action="what?" if asks else "x")
+        for n, (day, asks, _) in enumerate(memories)
+    }
+    ranking, slots = ranked(rows)
+    lexical = sorted(((f"n{n:02}", s) for n, (_, _, s) in enumerate(memories)), key=lambda kv: -kv[1])
+    p = dataclasses.replace(_plain(0.3), question_penalty=penalty)
+    plain = dict(
+        rank(
+            dataclasses.replace(p, opening=0.0),
+            ranking,
+            [],
+            lexical,
+            text="q",
+            k=999,
+            statuses=["active"],
+            now=NOW,
+        )
+    )
+    keep = 1 - penalty
+    expected = {
+        i: s + (0.3 * (keep if ranking.asks[slots[i]] else 1.0) if opens_day(ranking, slots[i]) else 0.0)
+        for i, s in plain.items()
+    }
+    found = rank(p, ranking, [], lexical, text="q", k=k, statuses=["active"], now=NOW)
+    want = sorted(expected.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+    assert [s for _, s in found] == pytest.approx([s for _, s in want])
+    cut = want[-1][1]
+    assert {i for i, s in found if s > cut + 1e-9} == {i for i, s in want if s > cut + 1e-9}
