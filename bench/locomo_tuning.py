@@ -58,6 +58,8 @@ class Case:
     """The words of the question that name one of the being's actors (lower case)."""
     actors: Mapping[str, str] = dataclasses.field(default_factory=dict)
     """Node id → its actors, lower case."""
+    vector: Any = None
+    """The query's vector (what the semantic channel searched with)."""
 
 
 def open_data(data_dir: Path, base: Settings | None = None) -> Engram:
@@ -108,6 +110,7 @@ def read_cases(engram: Engram, conversations: Sequence[Conversation], depth: int
                     refs,
                     frozenset(n.lower() for n in names),
                     actors,
+                    vector,
                 )
             )
     return cases
@@ -347,6 +350,86 @@ def _lexical_without_names(
     return out
 
 
+def feedback_rankers(
+    engram: Engram, conversations: Sequence[Conversation], cases: Sequence[Case], p: Profile, args: Any
+) -> dict[str, Any]:
+    """The query-side variants (`bench/locomo_feedback.py`), each family also chosen by leaving one
+    conversation out; reads what they need while the data is open."""
+    from bench import locomo_feedback as fb
+
+    memories = fb.read_memories(engram, conversations)
+    if args.misses is not None:
+        fb.write_misses(args.misses, cases, memories, p)
+    dense = [
+        (
+            f"default + dense feedback top {t} w {w}{' joined' if j else ''}",
+            fb.dense_feedback(p, memories, t, w, j),
+        )
+        for t in (3, 5, 10)
+        for w in (0.3, 0.6, 1.0)
+        for j in (False, True)
+    ]
+    dense += [
+        (
+            f"default + dense feedback from the dense top {t} w {w}",
+            fb.dense_feedback(p, memories, t, w, False, "dense"),
+        )
+        for t in (3, 5)
+        for w in (0.3, 0.6)
+    ]
+    settings = [(3, 5), (5, 10)]
+    second = fb.read_expansions(engram, conversations, cases, memories, p, settings)
+    lexical = [
+        (f"default + lexical feedback top {t} terms {n} w {w}", fb.lexical_feedback(p, second[(t, n)], w))
+        for t, n in settings
+        for w in (0.1, 0.2, 0.4)
+    ]
+    plain = fb.read_plain_lexical(engram, conversations, cases)
+    words = [("default, question words out of the full-text query", fb.with_lexical(p, plain))]
+    first = [
+        (f"default + a day's first memory gains {w}", fb.openers(p, w)) for w in (0.05, 0.1, 0.2, 0.3, 0.5)
+    ]
+    first += [(f"default + a day's first memory x {1 + w}", fb.openers(p, w, True)) for w in (0.1, 0.2, 0.4)]
+    openings = [variant(p, opening=w) for w in (0.1, 0.2, 0.3, 0.4)]
+    chosen: dict[str, str] = {}
+    held: dict[str, Any] = {}
+    cv_opening = cross_validate(cases, [p, *openings])
+    held["opening weight (rank), leave one conversation out"] = cv_opening["held_out"]
+    chosen.update({f"opening weight {conv}": name for conv, name in cv_opening["chosen"].items()})
+    families = (("dense feedback", dense), ("lexical feedback", lexical), ("first of a day", first))
+    for family, members in families:
+        cv = fb.cross_validate_rankers(cases, [("default", ranker(p)), *members])
+        held[f"{family}, leave one conversation out"] = cv["held_out"]
+        chosen.update({f"{family} {conv}": name for conv, name in cv["chosen"].items()})
+    both = [
+        (
+            "default + a day's first memory gains 0.2 + lexical feedback top 5 terms 10 w 0.2",
+            fb.openers(
+                p, 0.2, lexical={id(c): fb.joined_lexical(c, second[(5, 10)], 0.2, 100) for c in cases}
+            ),
+        )
+    ]
+    rankers = [(p.name, ranker(p)), *dense, *lexical, *words, *first, *both]
+    rankers += [(o.name, ranker(o)) for o in openings]
+    wanted = (
+        "opening=0.2",
+        "top 5 w 0.3",
+        "top 5 terms 10 w 0.2",
+        "gains 0.1",
+        "gains 0.2",
+        "x 1.2",
+        "w 0.2 + lexical",
+    )
+    paired = {
+        name: fb.paired_difference(cases, r, ranker(p))
+        for name, r in rankers
+        if any(w in name for w in wanted)
+    }
+    for name, d in paired.items():
+        print(f"paired gain over the default, R@5 / R@10 [95% interval]: {d['5']} / {d['10']} | {name}")
+    return {"rankers": rankers, "held_out": held, "chosen": chosen, "paired": paired}
+
+
 # -- the command --------------------------------------------------------------------------------------
 
 
@@ -378,6 +461,10 @@ def main() -> None:
     )
     parser.add_argument("--links", action="store_true", help="dream in DIR first and measure links weighted")
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument(
+        "--feedback", action="store_true", help="also the query-side variants of bench/locomo_feedback.py"
+    )
+    parser.add_argument("--misses", type=Path, default=None, help="write the missed multi-hop questions here")
     args = parser.parse_args()
     from bench.report import machine, now_utc
     from engram.adapters.logging import configure_logging
@@ -387,12 +474,14 @@ def main() -> None:
 
     conversations = load(args.path)
     default = PROFILES["default"]
-    today = dataclasses.replace(default, name="default before #15", speaker=0.0)
+    today = dataclasses.replace(default, name="default before #15", speaker=0.0, opening=0.0)
+    first_round = dataclasses.replace(default, name="default before the opening weight", opening=0.0)
     engram = open_data(args.reuse_data)
     try:
         cases = read_cases(engram, conversations)
         apart = _lexical_without_names(engram, conversations, cases)
         links = read_links(engram, conversations, cases, default) if args.links else {}
+        extra = feedback_rankers(engram, conversations, cases, first_round, args) if args.feedback else {}
     finally:
         engram.close()
     speakers = [
@@ -427,9 +516,11 @@ def main() -> None:
     rankers += [
         (f"default, names out of the full-text query {p.speaker}", _names_apart(p)) for p in speakers[2:5]
     ]
+    rankers += list(extra.get("rankers", []))
     results = {name: evaluate(cases, r) for name, r in rankers}
     cv = cross_validate(cases, speakers)
     results["speaker weight, leave one conversation out"] = cv["held_out"]
+    results.update(extra.get("held_out", {}))
     for name, result in results.items():
         print(render(name, result), flush=True)
     print(f"chosen per held-out conversation: {cv['chosen']}")
@@ -438,8 +529,9 @@ def main() -> None:
         "date": now_utc(),
         "machine": machine(),
         "dataset": {"path": str(args.path), "questions": len(cases)},
-        "cross_validation": cv["chosen"],
+        "cross_validation": {**cv["chosen"], **extra.get("chosen", {})},
         "variants": {name: as_json(r) for name, r in results.items()},
+        "paired_gains": extra.get("paired", {}),
     }
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

@@ -627,9 +627,13 @@ def locomo(r: Result) -> str:
     return _section("LoCoMo retrieval", "engram bench locomo PATH --links", r, body)
 
 
-def locomo_logic(r: Result) -> str:
+def locomo_logic(
+    r: Result,
+    title: str = "LoCoMo retrieval logic",
+    command: str = "engram bench locomo-logic -- PATH --reuse-data DIR --links",
+) -> str:
     """`engram bench locomo-logic`: retrieval variants beside the default on the same candidates
-    (issue #15, ADRs 0082, 0083)."""
+    (issue #15, ADRs 0082, 0083; with `--feedback`, the query side: ADRs 0090, 0091)."""
     variants: dict[str, Any] = r["variants"]
     cats = ("1", "2", "3", "4")
     convs = list(next(iter(variants.values()))["conversations"])
@@ -653,12 +657,23 @@ def locomo_logic(r: Result) -> str:
         f"{chosen}. What was kept and dropped: `docs/recall.md`.",
         table(header, rows, "l" + "r" * (len(header) - 1)),
     ]
-    return _section(
-        "LoCoMo retrieval logic",
-        "engram bench locomo-logic -- PATH --reuse-data DIR --links",
-        r,
-        body,
-    )
+    paired = r.get("paired_gains", {})
+    if paired:
+        body.append(
+            "Gain over the default it was measured beside, with its 95 % interval by a paired "
+            "bootstrap over the questions:"
+        )
+        body.append(
+            table(
+                ["variant", "R@5 gain [interval]", "R@10 gain [interval]"],
+                [
+                    [n, *(f"{g[k][0]:+.4f} [{g[k][1]:+.4f}, {g[k][2]:+.4f}]" for k in ("5", "10"))]
+                    for n, g in paired.items()
+                ],
+                "lrr",
+            )
+        )
+    return _section(title, command, r, body)
 
 
 def locomo_links(r: Result) -> list[str]:
@@ -1398,6 +1413,13 @@ def _locomo_and_models(results: dict[str, Result]) -> str | None:
         render(results),
         locomo_logic(results["locomo-logic"]) if "locomo-logic" in results else None,
         render_context(results),
+        locomo_logic(
+            results["locomo-query-side"],
+            "LoCoMo query side (second round)",
+            "engram bench locomo-logic -- PATH --reuse-data DIR --feedback",
+        )
+        if "locomo-query-side" in results
+        else None,
     ]
     return "\n\n".join(p for p in parts if p) or None
 

@@ -23,8 +23,8 @@ last activation, `when`, order of noting, whether it asks: `projections/ranking_
   then the 20 best pass a share of their score to the memories noted up to 2 steps before and after
   them on the same day (0.3, a third of that per further step; 0.8 from a question to the memory
   after it, its answer), each memory adding the best share it is offered; a memory said by an
-  actor the query names then gains 0.8 (ADR 0082); a memory that asks a question keeps 0.9 of its
-  score.
+  actor the query names then gains 0.8 (ADR 0082), a memory that opens its day (noted after a
+  memory of another day) 0.2 (ADR 0090); a memory that asks a question keeps 0.9 of its score.
 
 - `rrf` (profile `rrf`): reciprocal rank fusion of the channels' ranks, Σ weight / (60 + rank),
   plus 0.002·importance.
@@ -83,6 +83,8 @@ class Profile:
     """Names of the being's actors match the actors field only, and leave the semantic query."""
     speaker: float = 0.0
     """Added to a memory whose actors include one the query names (ADR 0082)."""
+    opening: float = 0.0
+    """Added to a memory that opens its day: noted after a memory of another day (ADR 0090)."""
 
     def candidates_for(self, k: int) -> int:
         """How many candidates each channel brings for a query of `k` results."""
@@ -103,6 +105,7 @@ PROFILES: dict[str, Profile] = {
         answers=0.8,
         question_penalty=0.1,
         speaker=0.8,
+        opening=0.2,
     ),
     "rrf": Profile("rrf", "rrf", semantic=1.0, lexical=1.0, importance=0.002, recency=0.0),
     # spec 001: 0.50·semantic + 0.28·lexical + 0.10·confidence + 0.07·recency + 0.05·channel
@@ -156,12 +159,38 @@ def rank(
     if named:  # after the neighbours' shares: a reply to the named actor's memory gains nothing from it
         actors_of, bonus = ranking.actors, p.speaker
         scores = {i: s + bonus if not named.isdisjoint(actors_of[slots[i]]) else s for i, s in scores.items()}
+    keep = 1 - p.question_penalty if p.question_penalty > 0 else 1.0
     if p.question_penalty > 0:
-        asks, keep = ranking.asks, 1 - p.question_penalty
+        asks = ranking.asks
         scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}
     if exclude:
         scores = {i: s for i, s in scores.items() if i not in exclude}
+    if p.opening > 0:  # where a sitting's news is told (ADR 0090)
+        scores = add_opening(p.opening, keep, scores, ranking, slots, k)
     return best_of(scores, k)
+
+
+def add_opening(
+    bonus: float,
+    keep: float,
+    scores: dict[str, float],
+    ranking: BeingRanking,
+    slots: Mapping[str, int],
+    k: int,
+) -> dict[str, float]:
+    """Each memory that opens its day gains `bonus`, as if added before a question's penalty (a
+    memory that asks gains `keep` x it; ADR 0090). Only the memories that could then be among the `k`
+    best are looked at: a gain lifts a score by at most `bonus`, and the k-th best score only rises."""
+    if k <= 0 or not scores:
+        return scores
+    floor = heapq.nlargest(k, scores.values())[-1] if len(scores) >= k else -math.inf
+    most = bonus * max(1.0, keep)
+    asks = ranking.asks
+    out = dict(scores)
+    for node_id, score in scores.items():
+        if score + most >= floor and opens_day(ranking, slots[node_id]):
+            out[node_id] = score + (bonus * keep if asks[slots[node_id]] else bonus)
+    return out
 
 
 def best_of(scores: Mapping[str, float], k: int) -> list[tuple[str, float]]:
@@ -247,6 +276,19 @@ def _day(ranking: BeingRanking, slot: int) -> str | None:
     """The day a memory belongs to: the label of its `when`'s first entry."""
     day = ranking.day[slot]
     return day if day is not None else first_date(ranking.when_of(slot))
+
+
+def opens_day(ranking: BeingRanking, slot: int) -> bool:
+    """Whether the slot's memory opens its day: it was noted after a memory of another day (the
+    nearest earlier one with a `seq`), or first of all (ADR 0090). A memory without a `seq` opens
+    nothing."""
+    seq = ranking.seq
+    if seq[slot] < 0:
+        return False
+    before = slot - 1
+    while before >= 0 and seq[before] < 0:
+        before -= 1
+    return before < 0 or _day(ranking, before) != _day(ranking, slot)
 
 
 def spread_to_neighbours(

@@ -6,7 +6,7 @@ same formulas (`ranking`'s module docstring), part by part, from the same channe
 ranking columns, so that the parts of a hit add up to its score (`tests/unit/test_score_parts.py`
 checks it for every profile). What `rank` adds after the own parts — the share a neighbour passed on
 (ADR 0008) and a question's penalty — is the difference between the total and those parts; the
-speaker weight (ADR 0082) is a part of its own.
+speaker weight (ADR 0082) and the opening weight (ADR 0090) are parts of their own.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 
 from engram.projections.ranking_cache import BeingRanking
 from engram.services.query_text import node_dates, query_dates
-from engram.services.ranking import Candidates, Profile, date_closeness
+from engram.services.ranking import Candidates, Profile, date_closeness, opens_day
 
 PARTS = (
     "semantic",
@@ -27,6 +27,7 @@ PARTS = (
     "recency",
     "channel",
     "speaker",
+    "opening",
     "neighbours",
     "question",
 )
@@ -84,6 +85,8 @@ def parts(
             own["recency"] = p.recency * (1.0 / (1.0 + age_days / p.recency_days))
         if named and not named.isdisjoint(ranking.actors[slot]):  # an actor the query names (ADR 0082)
             own["speaker"] = p.speaker
+        if p.opening > 0 and opens_day(ranking, slot):  # a memory that opens its day (ADR 0090)
+            own["opening"] = p.opening
         keep = 1 - p.question_penalty if p.question_penalty > 0 and ranking.asks[slot] else 1.0
         before_penalty = total / keep if keep > 0 else sum(own.values())
         own["neighbours"] = before_penalty - sum(own.values())

@@ -180,7 +180,13 @@ def test_a_named_speaker_adds_the_speaker_weight_after_the_neighbours() -> None:
     """A memory whose actors include one the query names gains `speaker` (ADR 0082), added after the
     neighbours' shares: the other actor's reply next to it gains only the share of its plain score."""
     p = dataclasses.replace(
-        PROFILES["default"], importance=0.0, dates=0.0, speaker=0.8, question_penalty=0.0, answers=0.0
+        PROFILES["default"],
+        importance=0.0,
+        dates=0.0,
+        speaker=0.8,
+        question_penalty=0.0,
+        answers=0.0,
+        opening=0.0,
     )
     ranking, _ = ranked(
         {
