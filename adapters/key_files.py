@@ -21,9 +21,15 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from engram.adapters.owned_keys import OwnedKeys
 from engram.services.key_store import KeyDestroyed, KeyStoreError
 
 KEY_FILE = "keys.json"
+OWNED_SUFFIX = ".owned.sqlite3"
+"""The keys of items and subjects (ADR 0075) live beside the key file: `keys.owned.sqlite3`."""
+_OWNED_MARK = "owned:"
+"""In an export, an owned key's value: `owned:<subject>:<item id hex>:<base64 key>` (subject and item
+may be empty), so that an import keeps the tags `forget subject|note` look for."""
 _DESTROYED = "destroyed"
 _KEY_BYTES = 32  # AES-256-GCM
 _RECHECK_S = 0.5
@@ -38,8 +44,9 @@ class LocalKeyStore:
         self._keys: dict[str, str] = {}
         self._seen: tuple[int, int, int] | None = None  # (inode, mtime, size): each save is a new inode
         self._checked_at = time.monotonic()
+        self.owned = OwnedKeys(path.with_name(path.stem + OWNED_SUFFIX))
+        self._check_permissions()
         if path.exists():
-            self._check_permissions()
             self._load()
 
     @classmethod
@@ -55,11 +62,14 @@ class LocalKeyStore:
         return str(self.path)
 
     def _check_permissions(self) -> None:
-        mode = stat.S_IMODE(self.path.stat().st_mode)
-        if mode & 0o077:
-            raise KeyStoreError(
-                f"key store {self.path} is readable by others (mode {mode:o}): run `chmod 600 {self.path}`"
-            )
+        for path in (self.path, self.owned.path):
+            if not path.exists():
+                continue
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode & 0o077:
+                raise KeyStoreError(
+                    f"key store {path} is readable by others (mode {mode:o}): run `chmod 600 {path}`"
+                )
 
     def _load(self) -> None:
         try:
@@ -108,7 +118,19 @@ class LocalKeyStore:
         os.replace(tmp, self.path)
         self._seen = _signature(self.path)
 
-    def key_for_writing(self, key_id: UUID) -> bytes | None:
+    def key_for_writing(
+        self,
+        key_id: UUID,
+        *,
+        being_id: UUID | None = None,
+        subject: str | None = None,
+        item_id: UUID | None = None,
+    ) -> bytes | None:
+        if being_id is not None and being_id != key_id:
+            # An item's or a subject's key (ADR 0075): refused once destroyed (tombstone here).
+            if self.is_destroyed(key_id) or self.is_destroyed(being_id):
+                return None
+            return self.owned.get_or_create(key_id, being_id, subject, item_id)
         name = key_id.hex
         value = self._keys.get(name)
         if value is None:
@@ -127,10 +149,13 @@ class LocalKeyStore:
             with self._lock:
                 self._refresh()
                 value = self._keys.get(name)
-        if value is None:
-            raise KeyStoreError(f"key store {self.path} has no key {name}: is it the store of this log?")
         if value == _DESTROYED:
             raise KeyDestroyed(name)
+        if value is None:
+            owned = self.owned.get(key_id)
+            if owned is not None:
+                return owned
+            raise KeyStoreError(f"key store {self.path} has no key {name}: is it the store of this log?")
         return base64.b64decode(value)
 
     def destroy(self, key_id: UUID) -> bool:
@@ -140,6 +165,25 @@ class LocalKeyStore:
             self._keys[key_id.hex] = _DESTROYED
             self._save()
             return True
+
+    def destroy_many(self, key_ids: list[UUID]) -> int:
+        """Destroy several keys at once (an item's, a subject's, a being's owned keys): the tombstones
+        first (no process writes under them again), then the owned rows and their bytes."""
+        fresh = 0
+        with self._exclusive():
+            for key_id in key_ids:
+                if self._keys.get(key_id.hex) != _DESTROYED:
+                    self._keys[key_id.hex] = _DESTROYED
+                    fresh += 1
+            if fresh:
+                self._save()
+        self.owned.delete(key_ids)
+        return fresh
+
+    def owned_keys(
+        self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None
+    ) -> list[UUID]:
+        return self.owned.ids_of(being_id, subject, item_id)
 
     def is_destroyed(self, key_id: UUID) -> bool:
         if time.monotonic() - self._checked_at > _RECHECK_S:
@@ -157,12 +201,27 @@ class LocalKeyStore:
         with self._lock:
             self._refresh()
         value = self._keys.get(key_id.hex)
-        return {} if value is None or value == _DESTROYED else {key_id.hex: value}
+        keys = {} if value is None or value == _DESTROYED else {key_id.hex: value}
+        for name, (key, subject, item) in self.owned.export(key_id).items():
+            if self._keys.get(name) != _DESTROYED:
+                b64 = base64.b64encode(key).decode("ascii")
+                keys[name] = f"{_OWNED_MARK}{subject or ''}:{item or ''}:{b64}"
+        return keys
 
     def import_keys(self, keys: Mapping[str, str]) -> int:
         added = 0
+        plain = {k: v for k, v in keys.items() if not v.startswith(_OWNED_MARK)}
+        for name, value in keys.items():
+            if name in plain or self._keys.get(UUID(hex=name).hex) == _DESTROYED:
+                continue
+            subject, item, b64 = value[len(_OWNED_MARK) :].rsplit(":", 2)
+            owner = _owner_of(keys)
+            key = base64.b64decode(b64, validate=True)
+            added += self.owned.add(
+                UUID(hex=name), owner, key, subject or None, UUID(hex=item) if item else None
+            )
         with self._exclusive():
-            for name, value in keys.items():
+            for name, value in plain.items():
                 if name not in self._keys:
                     base64.b64decode(value, validate=True)
                     self._keys[UUID(hex=name).hex] = value
@@ -170,6 +229,14 @@ class LocalKeyStore:
             if added:
                 self._save()
         return added
+
+
+def _owner_of(keys: Mapping[str, str]) -> UUID:
+    """The being of an export's owned keys: the one key of the export that is not owned."""
+    plain = [k for k, v in keys.items() if not v.startswith(_OWNED_MARK)]
+    if len(plain) != 1:
+        raise KeyStoreError("an export's item keys come with exactly one being key")
+    return UUID(hex=plain[0])
 
 
 def _signature(path: Path) -> tuple[int, int, int]:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.entity_profiles import EntityProfiles
     from engram.services.erasure import Forgetting
+    from engram.services.erasure_items import ItemForgetting
     from engram.services.fact_capacity import FactCapacity
     from engram.services.fact_extraction import FactExtraction
     from engram.services.fact_search import FactSearching
@@ -321,6 +322,13 @@ class Engram:
         root = self.settings.journal_dir or self.settings.data_dir / "journals"
         storage = ShreddingStorage(self.store.app, self.settings.data_dir)
         return Forgetting(self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock)
+
+    @cached_property
+    def item_forgetting(self) -> ItemForgetting:
+        """Erasure of one subject or one item (ADR 0075, 0076)."""
+        from engram.services.erasure_items import ItemForgetting
+
+        return ItemForgetting(self.forgetting, lambda being_id: self.journals.refresh(being_id, full=True))
 
     @cached_property
     def views(self) -> Views:

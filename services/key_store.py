@@ -36,9 +36,17 @@ class KeyStore(Protocol):
     def location(self) -> str:
         """Where it is, for messages."""
 
-    def key_for_writing(self, key_id: UUID) -> bytes | None:
+    def key_for_writing(
+        self,
+        key_id: UUID,
+        *,
+        being_id: UUID | None = None,
+        subject: str | None = None,
+        item_id: UUID | None = None,
+    ) -> bytes | None:
         """The key to encrypt with, created on first use; None if it was destroyed (nothing may be
-        written under it again)."""
+        written under it again). An item's or a subject's key (ADR 0075) is created tagged with its
+        being, its subject and the item whose forgetting destroys it."""
 
     def key_for_reading(self, key_id: UUID) -> bytes:
         """The key to decrypt with. Raises `KeyDestroyed` if it was destroyed, `KeyStoreError` if the
@@ -47,6 +55,14 @@ class KeyStore(Protocol):
     def destroy(self, key_id: UUID) -> bool:
         """Destroy the key (a tombstone stays, saying it was destroyed); False if it already was."""
 
+    def destroy_many(self, key_ids: list[UUID]) -> int:
+        """Destroy several keys; returns how many were live."""
+
+    def owned_keys(
+        self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None
+    ) -> list[UUID]:
+        """The live item and subject keys tagged with the being (and the subject, or the item)."""
+
     def is_destroyed(self, key_id: UUID) -> bool:
         """Cheap enough to ask per event: an adapter may answer from a copy at most a moment old."""
 
@@ -54,7 +70,8 @@ class KeyStore(Protocol):
         """Create the empty store if there is none."""
 
     def export_keys(self, key_id: UUID) -> Mapping[str, str]:
-        """The live keys of `key_id` as {key id hex: base64 key}, for an export `--with-keys`."""
+        """The live keys of being `key_id` (its own and its items' and subjects') as {key id hex:
+        value}, for an export `--with-keys`."""
 
     def import_keys(self, keys: Mapping[str, str]) -> int:
         """Add keys exported by `export_keys`; returns how many were new. A destroyed key stays destroyed."""
@@ -69,6 +86,12 @@ class ShreddableLog(Protocol):
 
     def clear_events(self, key_id: UUID) -> int:
         """How many stored events in clear (written before ADR 0073) name `key_id`: these no key can shred."""
+
+    def sealed_under(self, key_ids: set[UUID]) -> int:
+        """How many stored events are sealed under any of `key_ids` (ADR 0075)."""
+
+    def keys_of(self, originator_id: UUID) -> set[UUID | None]:
+        """The keys an aggregate's stored events are sealed under (None: an event in clear)."""
 
     def drop_sealed_snapshots(self, key_id: UUID) -> int:
         """Delete the snapshots sealed under `key_id` (a cache); returns how many."""

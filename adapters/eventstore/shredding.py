@@ -5,7 +5,9 @@
 An event's whole transcoded state is sealed with AES-256-GCM (`cryptography`), behind a clear
 header naming the key:
 
-    b"EGK1" | key id (16 bytes: the being's id) | nonce (12 bytes) | ciphertext and tag
+    b"EGK1" | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag
+
+The key id is the being's id, or an item's or a subject's (`key_choice.py`, ADR 0075).
 
 The associated data binds the ciphertext to its place in the log (originator id, version, topic),
 so sealed state cannot be moved to another event unnoticed. Events of no being (tokens, the
@@ -25,12 +27,14 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic
 
+from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
 from engram.domain.erasure import ContentErased, ErasedContent
 from engram.services.key_store import KeyDestroyed, KeyStore
 
 MAGIC = b"EGK1"
 _HEADER = len(MAGIC) + 16
 _NONCE = 12
+_MAX_CIPHERS = 50_000
 
 
 def sealed(state: bytes) -> bool:
@@ -71,18 +75,26 @@ class ShreddingMapper(Mapper[UUID]):
         self.keys = keys
         self._ciphers: dict[UUID, AESGCM] = {}
 
-    def _cipher(self, key_id: UUID, *, writing: bool) -> AESGCM:
+    def _cipher(self, key_id: UUID, *, writing: KeyChoice | None) -> AESGCM:
         cipher = self._ciphers.get(key_id)
         if cipher is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
             self._ciphers.pop(key_id, None)
             cipher = None
         if cipher is None:
-            if writing:
-                key = self.keys.key_for_writing(key_id)
+            if writing is not None:
+                if writing.is_being_key:
+                    key = self.keys.key_for_writing(key_id)
+                else:
+                    key = self.keys.key_for_writing(
+                        key_id, being_id=writing.being_id, subject=writing.subject, item_id=writing.item_id
+                    )
                 if key is None:
-                    raise ContentErased(f"being {key_id} was forgotten: nothing can be written for it")
+                    what = "being" if writing.is_being_key else "item"
+                    raise ContentErased(f"{what} {key_id} was forgotten: nothing can be written for it")
             else:
                 key = self.keys.key_for_reading(key_id)
+            if len(self._ciphers) >= _MAX_CIPHERS:  # one per item now (ADR 0075): bounded
+                self._ciphers.clear()
             cipher = self._ciphers[key_id] = AESGCM(key)
         return cipher
 
@@ -101,9 +113,12 @@ class ShreddingMapper(Mapper[UUID]):
         owner = None if getattr(type(domain_event), "stored_in_clear", False) else _owner(event_state)
         state = self.transcoder.encode(event_state)
         if owner is not None:
+            oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+            choice = choose_key(topic, oid, owner, event_state)
             nonce = os.urandom(_NONCE)
             aad = _aad(originator_id, originator_version, topic)
-            state = header_for(owner) + nonce + self._cipher(owner, writing=True).encrypt(nonce, state, aad)
+            cipher = self._cipher(choice.key_id, writing=choice)
+            state = header_for(choice.key_id) + nonce + cipher.encrypt(nonce, state, aad)
         return StoredEvent(
             originator_id=originator_id, originator_version=originator_version, topic=topic, state=state
         )
@@ -112,7 +127,7 @@ class ShreddingMapper(Mapper[UUID]):
         """The transcoded state of a sealed event; None if its key was destroyed."""
         key_id = key_id_of(state)
         try:
-            cipher = self._cipher(key_id, writing=False)
+            cipher = self._cipher(key_id, writing=None)
         except KeyDestroyed:
             return None
         body = bytes(state[_HEADER:])

@@ -17,6 +17,7 @@ from engram.adapters.eventstore.shredding import MAGIC, ShreddingMapper, header_
 
 log = structlog.get_logger(__name__)
 _HEADER = len(MAGIC) + 16
+_RECEIPTS = "engram.Erasure.%"  # in clear by design, naming the being: not text to shred (ADR 0075)
 
 
 class ShreddingStorage:
@@ -55,10 +56,42 @@ class ShreddingStorage:
         needle = key_id.hex.encode()
         return self._count(
             self.app.recorder,
-            "substr(state, 1, 4) != ? AND instr(state, ?) > 0",
-            "substr(state, 1, 4) != %s AND position(%s::bytea in state) > 0",
-            [MAGIC, needle],
+            "substr(state, 1, 4) != ? AND instr(state, ?) > 0 AND topic NOT LIKE ?",
+            "substr(state, 1, 4) != %s AND position(%s::bytea in state) > 0 AND topic NOT LIKE %s",
+            [MAGIC, needle, _RECEIPTS],
         )
+
+    def sealed_under(self, key_ids: set[UUID]) -> int:
+        """How many stored events are sealed under any of `key_ids` (ADR 0075: an item's or a
+        subject's keys): one scan reading the 16-byte key id of each sealed row's header."""
+        wanted = {k.bytes for k in key_ids}
+        if not wanted:
+            return 0
+        recorder = self.app.recorder
+        if isinstance(recorder, SQLiteAggregateRecorder):
+            with recorder.datastore.transaction(commit=False) as c:
+                c.execute(
+                    f"SELECT substr(state, 5, 16) FROM {recorder.events_table_name} WHERE substr(state, 1, 4) = ?",
+                    [MAGIC],
+                )
+                return sum(1 for (key,) in c.fetchall() if bytes(key) in wanted)
+        if on_postgres(recorder):
+            with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(
+                    f"SELECT substr(state, 5, 16) AS k FROM {pg_events_table(recorder)} "
+                    "WHERE substr(state, 1, 4) = %s".encode(),
+                    [MAGIC],
+                )
+                rows = curs.fetchall()
+                return sum(1 for r in rows if bytes(r["k"] if isinstance(r, dict) else r[0]) in wanted)
+        return 0
+
+    def keys_of(self, originator_id: UUID) -> set[UUID | None]:
+        """The keys an aggregate's stored events are sealed under (None: an event in clear)."""
+        return {
+            UUID(bytes=bytes(e.state[4:_HEADER])) if bytes(e.state[:4]) == MAGIC else None
+            for e in self.app.recorder.select_events(originator_id)
+        }
 
     def drop_sealed_snapshots(self, key_id: UUID) -> int:
         snapshots = self.app.snapshots

@@ -1,0 +1,97 @@
+"""Which key seals an event (ADR 0075), and the store of item and subject keys, without a database."""
+
+from __future__ import annotations
+
+import json
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+from uuid import uuid4
+
+import pytest
+
+from engram.adapters.eventstore.event_log import EventLog
+from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
+from engram.adapters.eventstore.shredding import ShreddingMapper, key_id_of
+from engram.adapters.key_files import LocalKeyStore
+from engram.domain.erasure import ContentErased, ErasedContent
+from engram.domain.ids import conversation_id_for
+from engram.domain.note import Note
+from engram.services.key_store import KeyStoreError
+
+AT = datetime(2026, 3, 1, tzinfo=UTC)
+BEING, ITEM, NOTE = uuid4(), uuid4(), uuid4()
+
+
+@pytest.mark.parametrize(
+    ("topic", "state", "expected"),
+    [
+        ("engram.Note.Noted", {"text": "t"}, KeyChoice(ITEM, BEING, None, ITEM)),
+        ("engram.Note.Embedded", {}, KeyChoice(ITEM, BEING, None, ITEM)),
+        ("engram.Message.Received", {"user": "mina"}, KeyChoice(ITEM, BEING, "mina", ITEM)),
+        ("engram.Fact.Stated", {"subject": "mina"}, KeyChoice(ITEM, BEING, "mina", ITEM)),
+        ("engram.Conversation.Started", {"user": "mina"}, KeyChoice(ITEM, BEING, "mina", None)),
+        ("engram.MemoryNode.Created", {"source_note_id": NOTE}, KeyChoice(ITEM, BEING, None, NOTE)),
+        ("engram.MemoryNode.Pinned", {}, KeyChoice(ITEM, BEING, None, None)),
+        ("engram.Extraction.Opened", {"message_id": NOTE}, KeyChoice(NOTE, BEING, None, NOTE)),
+        ("engram.Being.ThinkWritten", {"text": "t"}, KeyChoice(BEING, BEING)),
+        ("engram.ExtractionCursor.Skipped", {}, KeyChoice(BEING, BEING)),
+        (
+            "eventsourcing.domain:Snapshot",
+            {"topic": "engram.Message", "state": {"user": "mina"}},
+            KeyChoice(ITEM, BEING, "mina", ITEM),
+        ),
+        ("eventsourcing.domain:Snapshot", {"topic": "engram.Being", "state": {}}, KeyChoice(BEING, BEING)),
+    ],
+)
+def test_the_key_of_an_event(topic: str, state: dict[str, object], expected: KeyChoice) -> None:
+    assert choose_key(topic, ITEM, BEING, state) == expected
+
+
+def test_a_conversation_key_is_the_conversation_id() -> None:
+    conversation = conversation_id_for(BEING, "mina")
+    assert choose_key("engram.Conversation.Heard", conversation, BEING, {}).key_id == conversation
+
+
+def _mapper(tmp_path: Path) -> tuple[ShreddingMapper, LocalKeyStore]:
+    keys = LocalKeyStore(tmp_path / "keys.json")
+    return ShreddingMapper(EventLog.construct_transcoder(EventLog.__new__(EventLog)), keys), keys
+
+
+def test_item_keys_are_tagged_private_and_destroyed_with_their_being(tmp_path: Path) -> None:
+    mapper, keys = _mapper(tmp_path)
+    being = uuid4()
+    note = Note.take(uuid4(), being, "todo", "the secret", AT)
+    [noted] = note.collect_events()
+    stored = mapper.to_stored_event(noted)
+    assert key_id_of(stored.state) == note.id
+    owned = tmp_path / "keys.owned.sqlite3"
+    assert stat.S_IMODE(owned.stat().st_mode) == 0o600
+    assert keys.owned_keys(being) == [note.id] and keys.owned_keys(uuid4()) == []
+    assert not (tmp_path / "keys.json").exists()  # an item key is a row of the owned file, not JSON
+    fresh = LocalKeyStore(tmp_path / "keys.json")  # another process reads the key
+    assert fresh.key_for_reading(note.id) == keys.key_for_reading(note.id)
+    assert keys.destroy_many(keys.owned_keys(being)) == 1 and keys.owned_keys(being) == []
+    mapper.forget_cipher(note.id)
+    assert isinstance(mapper.to_domain_event(stored), ErasedContent)
+    with pytest.raises(ContentErased):
+        mapper.to_stored_event(noted)  # nothing more is written under the destroyed key
+    assert keys.destroy_many([note.id]) == 0  # twice: nothing more
+
+
+def test_an_owned_key_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    mapper, _ = _mapper(tmp_path)
+    [noted] = Note.take(uuid4(), uuid4(), "todo", "x", AT).collect_events()
+    mapper.to_stored_event(noted)
+    (tmp_path / "keys.owned.sqlite3").chmod(0o644)
+    with pytest.raises(KeyStoreError, match="chmod 600"):
+        LocalKeyStore(tmp_path / "keys.json")
+
+
+def test_a_key_file_of_before_item_keys_still_loads(tmp_path: Path) -> None:
+    being = uuid4()
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"version": 1, "keys": {being.hex: "A" * 43 + "="}}))
+    path.chmod(0o600)
+    store = LocalKeyStore(path)
+    assert len(store.key_for_reading(being)) == 32 and store.owned_keys(being) == []
