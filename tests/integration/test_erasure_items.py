@@ -182,3 +182,38 @@ def test_the_keys_of_an_export_keep_their_tags(engram: Engram, tmp_path: Path) -
     assert target.import_keys(exported) == len(exported)
     assert set(target.owned_keys(aria, subject="mina")) == set(keys.owned_keys(aria, subject="mina"))
     assert target.key_for_reading(UUID(ids["note"])) == keys.key_for_reading(UUID(ids["note"]))
+
+
+def test_the_cli_forgets_an_item_and_a_subject(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from engram.adapters.cli.main import cli
+
+    runner = CliRunner()
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
+    assert runner.invoke(cli, ["being", "create", "Aria"]).exit_code == 0
+    taken = runner.invoke(
+        cli, ["note", "Aria", "--kind", "todo", "--json", "--text", f"water the {CANARY} garden"]
+    )
+    assert taken.exit_code == 0, taken.output
+    note_id = json.loads(taken.output)["note_id"]
+    said = runner.invoke(
+        cli, ["message", "Aria", "--user", "mina", "--id", "m1", "--text", f"my {USER_CANARY} secret"]
+    )
+    assert said.exit_code == 0, said.output
+    refused = runner.invoke(cli, ["forget", "note", note_id])  # not a terminal, no --yes
+    assert refused.exit_code == 4 and "--yes" in refused.output
+    assert runner.invoke(cli, ["forget", "note", str(uuid4()), "--yes"]).exit_code == 3
+    assert runner.invoke(cli, ["forget", "note", "nope", "--yes"]).exit_code == 2
+    done = runner.invoke(cli, ["forget", "note", note_id, "--yes"])
+    assert done.exit_code == 0 and "forgotten" in done.output and "receipt" in done.output, done.output
+    again = runner.invoke(cli, ["forget", "note", note_id, "--yes"])
+    assert again.exit_code == 0 and "already forgotten" in again.output
+    gone = runner.invoke(cli, ["forget", "subject", "Aria", "--user", "mina", "--yes", "--json"])
+    assert gone.exit_code == 0 and json.loads(gone.output)["scope"] == "subject", gone.output
+    assert runner.invoke(cli, ["forget", "subject", "Aria", "--user", "nobody", "--yes"]).exit_code == 3
+    assert _files_with(tmp_path / "data", CANARY.encode()) == []
+    assert _files_with(tmp_path / "data", USER_CANARY.encode()) == []
