@@ -15,7 +15,7 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -179,6 +179,9 @@ class LocalKeyStore:
                 self._save()
         self.owned.delete(key_ids)
         return fresh
+
+    def create_keys(self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
+        self.owned.create_many(w for w in wanted if not (self.is_destroyed(w[0]) or self.is_destroyed(w[1])))
 
     def owned_keys(
         self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None

@@ -8,7 +8,7 @@ finds every key it must destroy. A destroyed key's row is deleted (the file is V
 `secure_delete` by the erasure's scrub) and a tombstone goes to `keys.json`, which every process
 already watches.
 
-Keys read are kept in memory (loaded by rowid, incrementally): a rebuild reads each item's key once.
+Keys read are kept in memory (loaded by id, incrementally): a rebuild reads each item's key once.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from uuid import UUID
 _KEY_BYTES = 32  # AES-256-GCM
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS owned_keys (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: new keys are loaded by it, incrementally
     key_id TEXT NOT NULL UNIQUE,
     being_id TEXT NOT NULL,
     subject TEXT,
@@ -61,7 +62,7 @@ class OwnedKeys:
 
     def _load_new(self) -> None:
         rows = self._db().execute(
-            "SELECT rowid, key_id, key FROM owned_keys WHERE rowid > ? ORDER BY rowid", [self._loaded_rowid]
+            "SELECT id, key_id, key FROM owned_keys WHERE id > ? ORDER BY id", [self._loaded_rowid]
         )
         for rowid, key_id, key in rows:
             self._cache[key_id] = bytes(key)
@@ -74,6 +75,10 @@ class OwnedKeys:
             with self._lock:
                 self._load_new()
                 key = self._cache.get(name)
+                if key is None:  # committed by another process after a later id was read: ask for it
+                    row = self._db().execute("SELECT key FROM owned_keys WHERE key_id = ?", [name]).fetchone()
+                    if row is not None:
+                        key = self._cache[name] = bytes(row[0])
         return key
 
     def get_or_create(self, key_id: UUID, being_id: UUID, subject: str | None, item_id: UUID | None) -> bytes:
@@ -94,7 +99,35 @@ class OwnedKeys:
                 ],
             )
             self._load_new()
-            return self._cache[key_id.hex]
+            key = self._cache.get(key_id.hex)
+            if key is None:
+                row = db.execute("SELECT key FROM owned_keys WHERE key_id = ?", [key_id.hex]).fetchone()
+                key = self._cache[key_id.hex] = bytes(row[0])
+            return key
+
+    def create_many(self, wanted: Iterable[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
+        """Create the missing keys of a whole save in one transaction: one write to the disk for a
+        batch of notes instead of one per note."""
+        rows = [
+            (k.hex, b.hex, subject, item.hex if item else None, secrets.token_bytes(_KEY_BYTES))
+            for k, b, subject, item in wanted
+            if k.hex not in self._cache
+        ]
+        if not rows:
+            return
+        with self._lock:
+            db = self._db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                db.executemany(
+                    "INSERT OR IGNORE INTO owned_keys (key_id, being_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?)",
+                    rows,
+                )
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            self._load_new()
 
     def ids_of(self, being_id: UUID, subject: str | None = None, item_id: UUID | None = None) -> list[UUID]:
         if not self.path.exists():

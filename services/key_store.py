@@ -7,7 +7,7 @@ data dir (`adapters/key_files.py`); a KMS can take its place behind the same pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
@@ -51,6 +51,10 @@ class KeyStore(Protocol):
     def key_for_reading(self, key_id: UUID) -> bytes:
         """The key to decrypt with. Raises `KeyDestroyed` if it was destroyed, `KeyStoreError` if the
         store never held it."""
+
+    def create_keys(self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
+        """Create the missing item and subject keys of a save at once, each as (key id, being,
+        subject, item): one write for a batch instead of one per item (ADR 0075)."""
 
     def destroy(self, key_id: UUID) -> bool:
         """Destroy the key (a tombstone stays, saying it was destroyed); False if it already was."""

@@ -19,6 +19,7 @@ receipts of erasures) are stored as before, in clear; so are the events written 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -97,6 +98,23 @@ class ShreddingMapper(Mapper[UUID]):
                 self._ciphers.clear()
             cipher = self._ciphers[key_id] = AESGCM(key)
         return cipher
+
+    def prepare(self, events: Sequence[DomainEventProtocol[UUID]]) -> None:
+        """Create the item and subject keys a save will need, in one write (ADR 0075): a batch of
+        500 notes then costs one write to the key store's disk, not 500."""
+        wanted = []
+        for event in events:
+            if getattr(type(event), "stored_in_clear", False):
+                continue
+            state = vars(event)
+            owner = _owner(state)
+            if owner is None:
+                continue
+            choice = choose_key(get_topic(type(event)), event.originator_id, owner, state)
+            if not choice.is_being_key and choice.key_id not in self._ciphers:
+                wanted.append((choice.key_id, choice.being_id, choice.subject, choice.item_id))
+        if wanted:
+            self.keys.create_keys(wanted)
 
     def forget_cipher(self, key_id: UUID) -> None:
         """Drop the cached cipher of a destroyed key (this process no longer decrypts with it)."""

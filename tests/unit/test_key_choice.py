@@ -95,3 +95,15 @@ def test_a_key_file_of_before_item_keys_still_loads(tmp_path: Path) -> None:
     path.chmod(0o600)
     store = LocalKeyStore(path)
     assert len(store.key_for_reading(being)) == 32 and store.owned_keys(being) == []
+
+
+def test_a_key_created_after_another_was_destroyed_is_found_by_every_process(tmp_path: Path) -> None:
+    writer, reader = LocalKeyStore(tmp_path / "keys.json"), LocalKeyStore(tmp_path / "keys.json")
+    being, first, last, later = uuid4(), uuid4(), uuid4(), uuid4()
+    for item in (first, last):
+        writer.key_for_writing(item, being_id=being, item_id=item)
+    assert reader.key_for_reading(last) == writer.key_for_reading(last)  # the reader has read up to `last`
+    writer.destroy_many([last])  # the newest row goes: its id must not be given to the next key
+    key = writer.key_for_writing(later, being_id=being, item_id=later)
+    assert key is not None and reader.key_for_reading(later) == key
+    assert writer.key_for_writing(last, being_id=being, item_id=last) is None  # destroyed stays destroyed
