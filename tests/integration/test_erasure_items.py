@@ -9,7 +9,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from engram.domain.erasure import ErasedContent, Erasure
+from engram.domain.erasure import ContentErased, ErasedContent, Erasure
 from engram.domain.errors import InvalidInput
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import FactInput, MessageInput, NoteInput
@@ -126,6 +126,10 @@ def test_forget_subject_erases_the_users_words_and_keeps_the_others(
         receipts = [e for _, e in engram.store.decoded_events(1, 10_000) if isinstance(e, Erasure.Erased)]
         assert [r.scope for r in receipts] == ["subject"] and "mina" not in receipts[0].target
         assert engram.item_forgetting.forget_subject("Aria", "mina", by="admin").already
+        with pytest.raises(
+            ContentErased, match="erased"
+        ):  # ADR 0076: refused, until conversations have epochs
+            engram.messages.take("Aria", MessageInput(id="m9", user="mina", text="hello again", at=T0))
         with pytest.raises(NotFound, match="forgotten"):
             engram.item_forgetting.forget_item("message", ids["message"], by="admin")
     finally:

@@ -917,7 +917,9 @@ def test_forget_an_item_and_a_subject_over_the_wire(world: World) -> None:
         _ok(c.post("/v1/beings", json={"name": name}), 201)
     token = _ok(c.post("/v1/admin/tokens", json={"being": "Ivy", "label": "Ivy's agent"}), 201)["token"]
     ivy = world.client(token)
-    mine = _ok(ivy.post("/v1/beings/Ivy/notes", json={"kind": "todo", "text": "call the bank"}), 201)["note_id"]
+    mine = _ok(ivy.post("/v1/beings/Ivy/notes", json={"kind": "todo", "text": "call the bank"}), 201)[
+        "note_id"
+    ]
     theirs = _ok(c.post("/v1/beings/Jon/notes", json={"kind": "todo", "text": "buy milk"}), 201)["note_id"]
     _problem(ivy.post(f"/v1/beings/Ivy/forget/note/{theirs}"), 403, "forbidden")
     done = _ok(ivy.post(f"/v1/beings/Ivy/forget/note/{mine}"))
