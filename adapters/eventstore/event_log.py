@@ -192,9 +192,9 @@ class EventLog(Application[UUID]):
         processing_event = _ProcessingEvent()
         processing_event.collect_events(*objs, **kwargs)
         prepare = getattr(self.mapper, "prepare", None)
-        if prepare is not None:  # the save's item keys in one write to the key store (ADR 0075)
-            prepare(processing_event.events)
         with reported_as_storage_full(self.storage):
+            if prepare is not None:  # the save's item keys in one write to the key store (ADR 0075)
+                prepare(processing_event.events)
             recordings = self._record(processing_event)
         try:
             self._take_snapshots(processing_event)
