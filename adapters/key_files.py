@@ -15,7 +15,7 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,8 +28,9 @@ KEY_FILE = "keys.json"
 OWNED_SUFFIX = ".owned.sqlite3"
 """The keys of items and subjects (ADR 0075) live beside the key file: `keys.owned.sqlite3`."""
 _OWNED_MARK = "owned:"
-"""In an export, an owned key's value: `owned:<subject>:<item id hex>:<base64 key>` (subject and item
-may be empty), so that an import keeps the tags `forget subject|note` look for."""
+"""In an export, an owned key is named by its slot, its value `owned:<subject>:<item id hex>:<key id
+hex>:<base64 key>` (subject, item and key id may be empty), so that an import keeps the slots the
+sealed headers name and the tags `forget subject|note` look for."""
 _DESTROYED = "destroyed"
 _KEY_BYTES = 32  # AES-256-GCM
 _RECHECK_S = 0.5
@@ -118,19 +119,8 @@ class LocalKeyStore:
         os.replace(tmp, self.path)
         self._seen = _signature(self.path)
 
-    def key_for_writing(
-        self,
-        key_id: UUID,
-        *,
-        being_id: UUID | None = None,
-        subject: str | None = None,
-        item_id: UUID | None = None,
-    ) -> bytes | None:
-        if being_id is not None and being_id != key_id:
-            # An item's or a subject's key (ADR 0075): refused once destroyed (tombstone here).
-            if self.is_destroyed(key_id) or self.is_destroyed(being_id):
-                return None
-            return self.owned.get_or_create(key_id, being_id, subject, item_id)
+    def key_for_writing(self, key_id: UUID) -> bytes | None:
+        """A being's key, created on first use; None once destroyed."""
         name = key_id.hex
         value = self._keys.get(name)
         if value is None:
@@ -141,6 +131,29 @@ class LocalKeyStore:
                     self._keys[name] = value
                     self._save()
         return None if value == _DESTROYED else base64.b64decode(value)
+
+    def slot_for_writing(
+        self, key_id: UUID, *, being_id: UUID, subject: str | None, item_id: UUID | None
+    ) -> tuple[UUID, bytes] | None:
+        """An item's or a subject's key (ADR 0075) from the pool, with the slot the header names;
+        None once the key or its being was destroyed."""
+        if self.is_destroyed(key_id) or self.is_destroyed(being_id):
+            return None
+        return self.owned.slot_for_writing(key_id, being_id, subject, item_id)
+
+    def key_of_slot(self, slot: UUID, key_id: UUID, being_id: UUID) -> bytes:
+        if self.is_destroyed(key_id) or self.is_destroyed(being_id):
+            raise KeyDestroyed(key_id.hex)
+        key = self.owned.key_of_slot(slot)
+        if key is None:
+            with self._lock:
+                self._refresh()  # destroyed by another process a moment ago?
+            if self._keys.get(key_id.hex) == _DESTROYED or self._keys.get(being_id.hex) == _DESTROYED:
+                raise KeyDestroyed(key_id.hex)
+            raise KeyStoreError(
+                f"key store {self.owned.path} has no key slot {slot.hex}: is it the store of this log?"
+            )
+        return key
 
     def key_for_reading(self, key_id: UUID) -> bytes:
         name = key_id.hex
@@ -164,7 +177,8 @@ class LocalKeyStore:
                 return False
             self._keys[key_id.hex] = _DESTROYED
             self._save()
-            return True
+        self.owned.delete_being(key_id)  # a being's: its item keys, reserved or with lost tags too
+        return True
 
     def destroy_many(self, key_ids: list[UUID]) -> int:
         """Destroy several keys at once (an item's, a subject's, a being's owned keys): the tombstones
@@ -180,13 +194,27 @@ class LocalKeyStore:
         self.owned.delete(key_ids)
         return fresh
 
-    def create_keys(self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
-        self.owned.create_many(w for w in wanted if not (self.is_destroyed(w[0]) or self.is_destroyed(w[1])))
+    def close(self) -> None:
+        """Give back this process's unused reserved item keys (ADR 0075)."""
+        self.owned.close()
+
+    def create_keys(
+        self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
+    ) -> None:
+        self.owned.create_many(
+            (w for w in wanted if not (self.is_destroyed(w[0]) or self.is_destroyed(w[1]))), new
+        )
 
     def owned_keys(
         self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None
     ) -> list[UUID]:
         return self.owned.ids_of(being_id, subject, item_id)
+
+    def untagged_slots(self, being_id: UUID) -> list[UUID]:
+        return self.owned.untagged(being_id)
+
+    def tag_slot(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
+        self.owned.tag(slot, key_id, subject, item_id)
 
     def is_destroyed(self, key_id: UUID) -> bool:
         if time.monotonic() - self._checked_at > _RECHECK_S:
@@ -205,23 +233,30 @@ class LocalKeyStore:
             self._refresh()
         value = self._keys.get(key_id.hex)
         keys = {} if value is None or value == _DESTROYED else {key_id.hex: value}
-        for name, (key, subject, item) in self.owned.export(key_id).items():
-            if self._keys.get(name) != _DESTROYED:
+        for slot, (key, owned_id, subject, item) in self.owned.export(key_id).items():
+            if owned_id is None or self._keys.get(owned_id) != _DESTROYED:
                 b64 = base64.b64encode(key).decode("ascii")
-                keys[name] = f"{_OWNED_MARK}{subject or ''}:{item or ''}:{b64}"
+                keys[slot] = f"{_OWNED_MARK}{subject or ''}:{item or ''}:{owned_id or ''}:{b64}"
         return keys
 
     def import_keys(self, keys: Mapping[str, str]) -> int:
         added = 0
         plain = {k: v for k, v in keys.items() if not v.startswith(_OWNED_MARK)}
         for name, value in keys.items():
-            if name in plain or self._keys.get(UUID(hex=name).hex) == _DESTROYED:
+            if name in plain:
                 continue
-            subject, item, b64 = value[len(_OWNED_MARK) :].rsplit(":", 2)
+            subject, item, owned_id, b64 = value[len(_OWNED_MARK) :].rsplit(":", 3)
+            if owned_id and self._keys.get(UUID(hex=owned_id).hex) == _DESTROYED:
+                continue
             owner = _owner_of(keys)
             key = base64.b64decode(b64, validate=True)
             added += self.owned.add(
-                UUID(hex=name), owner, key, subject or None, UUID(hex=item) if item else None
+                UUID(hex=name),
+                UUID(hex=owned_id) if owned_id else None,
+                owner,
+                key,
+                subject or None,
+                UUID(hex=item) if item else None,
             )
         with self._exclusive():
             for name, value in plain.items():

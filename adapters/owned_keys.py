@@ -2,13 +2,22 @@
 
 A being has one key; its notes, messages, facts, nodes and conversations have one each, so there
 are as many as items. `keys.json` is rewritten whole on each change, right for a few keys per being
-but not for one per note; here a new key is one inserted row. Each row is tagged with its being, its
-subject (a user) and the item whose forgetting destroys it, so that `forget being|subject|note …`
-finds every key it must destroy. A destroyed key's row is deleted (the file is VACUUMed with
-`secure_delete` by the erasure's scrub) and a tombstone goes to `keys.json`, which every process
-already watches.
+but not for one per note; here a key is one row.
 
-Keys read are kept in memory (loaded by id, incrementally): a rebuild reads each item's key once.
+**A pool reserved in blocks** (ADR 0075): keys are created ahead, per being, a block at a time in one
+transaction flushed to disk (`synchronous=FULL`), each under a random *slot* id, reserved by this
+process (in memory only: no other process ever sees them as free). Handing one to an item is a pop
+from memory plus an UPDATE writing its tags (key id = the item's, subject, item) without waiting for
+the disk (`synchronous=NORMAL`, WAL: safe against a process crash, not a power cut). The sealed
+header names the slot (`shredding.py`, `EGK2`), so a key is found by it even when its tags were lost;
+forgetting recovers lost tags from the events themselves (`ShreddingStorage.recover_tags`). A key
+is never lost while an event sealed under it survives: its row was on disk before the event was
+written. A slot is handed out once: only the process that reserved it hands it out, and a process
+that dies leaves its unused slots unused (a few KB, deleted with the being).
+
+A destroyed key's rows are deleted (the file is VACUUMed with `secure_delete` by the erasure's
+scrub) and a tombstone goes to `keys.json`, which every process already watches. Keys read are
+kept in memory.
 """
 
 from __future__ import annotations
@@ -17,23 +26,34 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from uuid import UUID
 
 _KEY_BYTES = 32  # AES-256-GCM
+_FIRST_BLOCK = 16
+_MAX_BLOCK = 4096
+"""A being's first block is small (a being with three notes does not hold thousands of keys); each
+next block doubles (and covers at least twice the save that asked for it), up to 4096: a steady
+ingest, one note at a time or in batches of 500, pays one flush per thousands of new items. A
+process that closes deletes its unused reservations; one killed leaves them (never used)."""
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS owned_keys (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: new keys are loaded by it, incrementally
-    key_id TEXT NOT NULL UNIQUE,
-    being_id TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS key_slots (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    slot TEXT NOT NULL UNIQUE,  -- named by the sealed header: durable before any event uses it
+    being_id TEXT NOT NULL,     -- durable too: forgetting the being deletes every one of its rows
+    key_id TEXT,                -- the item's or conversation's id; NULL while reserved (or tag lost)
     subject TEXT,
     item_id TEXT,
     key BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS owned_keys_being ON owned_keys (being_id, subject);
-CREATE INDEX IF NOT EXISTS owned_keys_item ON owned_keys (item_id);
+CREATE INDEX IF NOT EXISTS key_slots_being ON key_slots (being_id);
+CREATE INDEX IF NOT EXISTS key_slots_key ON key_slots (key_id);
 """
+# No index on subject or item: only forgetting asks by them, within one being's rows; each index
+# would be one more write per new item.
+Tags = tuple[UUID, UUID, str | None, UUID | None]
+"""(key id, being, subject, item) of an item's or a subject's key."""
 
 
 class OwnedKeys:
@@ -41,8 +61,10 @@ class OwnedKeys:
         self.path = path
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
-        self._cache: dict[str, bytes] = {}
-        self._loaded_rowid = 0
+        self._by_slot: dict[UUID, bytes] = {}
+        self._by_key: dict[UUID, tuple[UUID, bytes]] = {}  # key id → (slot, key) to write with
+        self._free: dict[UUID, list[tuple[UUID, bytes]]] = {}  # being → slots reserved, unused
+        self._block: dict[UUID, int] = {}
 
     @property
     def exists(self) -> bool:
@@ -56,83 +78,163 @@ class OwnedKeys:
             conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
+            conn.execute("PRAGMA synchronous=NORMAL")  # tags; reservations ask for FULL themselves
             conn.executescript(_SCHEMA)
             self._conn = conn
         return self._conn
 
-    def _load_new(self) -> None:
-        rows = self._db().execute(
-            "SELECT id, key_id, key FROM owned_keys WHERE id > ? ORDER BY id", [self._loaded_rowid]
-        )
-        for rowid, key_id, key in rows:
-            self._cache[key_id] = bytes(key)
-            self._loaded_rowid = max(self._loaded_rowid, int(rowid))
-
-    def get(self, key_id: UUID) -> bytes | None:
-        name = key_id.hex
-        key = self._cache.get(name)
-        if key is None and self.path.exists():
-            with self._lock:
-                self._load_new()
-                key = self._cache.get(name)
-                if key is None:  # committed by another process after a later id was read: ask for it
-                    row = self._db().execute("SELECT key FROM owned_keys WHERE key_id = ?", [name]).fetchone()
-                    if row is not None:
-                        key = self._cache[name] = bytes(row[0])
-        return key
-
-    def get_or_create(self, key_id: UUID, being_id: UUID, subject: str | None, item_id: UUID | None) -> bytes:
-        key = self.get(key_id)
-        if key is not None:
-            return key
-        with self._lock:
-            db = self._db()
-            # Another process may create the same key at once: the first row wins, both use it.
-            db.execute(
-                "INSERT OR IGNORE INTO owned_keys (key_id, being_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?)",
-                [
-                    key_id.hex,
-                    being_id.hex,
-                    subject,
-                    item_id.hex if item_id else None,
-                    secrets.token_bytes(_KEY_BYTES),
-                ],
-            )
-            self._load_new()
-            key = self._cache.get(key_id.hex)
-            if key is None:
-                row = db.execute("SELECT key FROM owned_keys WHERE key_id = ?", [key_id.hex]).fetchone()
-                key = self._cache[key_id.hex] = bytes(row[0])
-            return key
-
-    def create_many(self, wanted: Iterable[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
-        """Create the missing keys of a whole save in one transaction: one write to the disk for a
-        batch of notes instead of one per note."""
-        rows = [
-            (k.hex, b.hex, subject, item.hex if item else None, secrets.token_bytes(_KEY_BYTES))
-            for k, b, subject, item in wanted
-            if k.hex not in self._cache
-        ]
-        if not rows:
+    def _write(self, sql: str, rows: Sequence[Sequence[object]], *, durable: bool) -> None:
+        db = self._db()
+        if not durable and len(rows) == 1:
+            db.execute(sql, rows[0])  # one statement commits by itself (autocommit)
             return
-        with self._lock:
-            db = self._db()
+        if durable:
+            db.execute("PRAGMA synchronous=FULL")
+        try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                db.executemany(
-                    "INSERT OR IGNORE INTO owned_keys (key_id, being_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?)",
-                    rows,
-                )
+                db.executemany(sql, rows)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
-            self._load_new()
+        finally:
+            if durable:
+                db.execute("PRAGMA synchronous=NORMAL")
+
+    @staticmethod
+    def _new_keys(count: int) -> list[tuple[UUID, bytes]]:
+        """(slot, key) pairs: random slot ids and keys, from one read of the system's randomness."""
+        step = 16 + _KEY_BYTES
+        material = secrets.token_bytes(step * count)
+        return [
+            (UUID(bytes=material[i * step : i * step + 16]), material[i * step + 16 : (i + 1) * step])
+            for i in range(count)
+        ]
+
+    def _reserve(self, being_id: UUID) -> None:
+        """Create a block of keys for the being, flushed to disk before any is used."""
+        size = self._block.get(being_id, _FIRST_BLOCK)
+        self._block[being_id] = min(_MAX_BLOCK, size * 2)
+        block = self._new_keys(size)
+        self._write(
+            "INSERT INTO key_slots (slot, being_id, key) VALUES (?, ?, ?)",
+            [(slot.hex, being_id.hex, key) for slot, key in block],
+            durable=True,
+        )
+        self._free.setdefault(being_id, []).extend(reversed(block))
+
+    def _known(self, key_id: UUID, *, new: bool = False) -> tuple[UUID, bytes] | None:
+        found = self._by_key.get(key_id)
+        if found is None and not new and self.path.exists():
+            # Another process may hold this item's key (a node written elsewhere, a conversation).
+            row = (
+                self._db()
+                .execute("SELECT slot, key FROM key_slots WHERE key_id = ? ORDER BY id LIMIT 1", [key_id.hex])
+                .fetchone()
+            )
+            if row is not None:
+                found = self._by_key[key_id] = (UUID(hex=row[0]), bytes(row[1]))
+        return found
+
+    def slot_for_writing(
+        self, key_id: UUID, being_id: UUID, subject: str | None, item_id: UUID | None
+    ) -> tuple[UUID, bytes]:
+        """The slot and key to seal the key id's events with, taken from the pool on first use."""
+        with self._lock:
+            found = self._known(key_id)
+            if found is None:
+                self._assign([(key_id, being_id, subject, item_id)])
+                found = self._by_key[key_id]
+            return found
+
+    def create_many(self, wanted: Iterable[Tags], new: Collection[UUID] = ()) -> None:
+        """Take the keys a whole save needs: at most one flush (a new block) for a batch. `new`: key
+        ids of aggregates this save creates, which no process can have a key for yet."""
+        with self._lock:
+            first: dict[UUID, Tags] = {}
+            for w in wanted:  # a key's first event carries its tags (a node's first names its note)
+                first.setdefault(w[0], w)
+            fresh = [w for w in first.values() if self._known(w[0], new=w[0] in new) is None]
+            if fresh:
+                self._assign(fresh)
+
+    def _assign(self, wanted: Sequence[Tags]) -> None:
+        by_being: dict[UUID, list[Tags]] = {}
+        for w in wanted:
+            by_being.setdefault(w[1], []).append(w)
+        tagged: list[tuple[str, str, str, str | None, str | None, bytes]] = []
+        tags: list[tuple[str, str | None, str | None, str]] = []
+        for being, items in by_being.items():
+            free = self._free.setdefault(being, [])
+            if len(items) > len(free) and len(items) <= self._block.get(being, _FIRST_BLOCK):
+                self._reserve(being)  # one flush for the next thousands of single items
+            if len(items) > len(free):
+                # A save larger than a block (a batch): its keys are written already tagged, in the one
+                # flush it pays anyway (one write per key, not a reservation and then a tag).
+                for (key_id, _, subject, item), (slot, key) in zip(
+                    items, self._new_keys(len(items)), strict=True
+                ):
+                    self._by_key[key_id] = (slot, key)
+                    self._by_slot[slot] = key
+                    tagged.append((slot.hex, being.hex, key_id.hex, subject, item.hex if item else None, key))
+                continue
+            for key_id, _, subject, item in items:
+                slot, key = free.pop()
+                self._by_key[key_id] = (slot, key)
+                self._by_slot[slot] = key
+                tags.append((key_id.hex, subject, item.hex if item else None, slot.hex))
+        if tagged:
+            self._write(
+                "INSERT INTO key_slots (slot, being_id, key_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?, ?)",
+                tagged,
+                durable=True,
+            )
+        if tags:
+            # The tags need not reach the disk before the event: the header names the slot (see above).
+            self._write(
+                "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ?",
+                tags,
+                durable=False,
+            )
+
+    def key_of_slot(self, slot: UUID) -> bytes | None:
+        key = self._by_slot.get(slot)
+        if key is None and self.path.exists():
+            with self._lock:
+                row = self._db().execute("SELECT key FROM key_slots WHERE slot = ?", [slot.hex]).fetchone()
+                if row is not None:
+                    key = self._by_slot[slot] = bytes(row[0])
+        return key
+
+    def get(self, key_id: UUID) -> bytes | None:
+        with self._lock:
+            found = self._known(key_id)
+        return found[1] if found else None
+
+    def untagged(self, being_id: UUID) -> list[UUID]:
+        """The being's slots with no key id: reserved and unused, or used with tags a power cut lost."""
+        if not self.path.exists():
+            return []
+        with self._lock:
+            rows = self._db().execute(
+                "SELECT slot FROM key_slots WHERE being_id = ? AND key_id IS NULL", [being_id.hex]
+            )
+            return [UUID(hex=r[0]) for r in rows]
+
+    def tag(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
+        """Write back the tags of a used slot (recovered from the event it sealed)."""
+        with self._lock:
+            self._write(
+                "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ? AND key_id IS NULL",
+                [(key_id.hex, subject, item_id.hex if item_id else None, slot.hex)],
+                durable=True,
+            )
 
     def ids_of(self, being_id: UUID, subject: str | None = None, item_id: UUID | None = None) -> list[UUID]:
         if not self.path.exists():
             return []
-        sql = "SELECT key_id FROM owned_keys WHERE being_id = ?"
+        sql = "SELECT DISTINCT key_id FROM key_slots WHERE being_id = ? AND key_id IS NOT NULL"
         params: list[str] = [being_id.hex]
         if subject is not None:
             sql += " AND subject = ?"
@@ -143,47 +245,86 @@ class OwnedKeys:
         with self._lock:
             return [UUID(hex=r[0]) for r in self._db().execute(sql, params)]
 
+    def _forget_cached(self, slots: Iterable[UUID], key_ids: Iterable[UUID]) -> None:
+        for slot in slots:
+            self._by_slot.pop(slot, None)
+        for key_id in key_ids:
+            self._by_key.pop(key_id, None)
+
     def delete(self, key_ids: Iterable[UUID]) -> int:
+        """Delete every slot of these key ids (a key id may have several: two processes, a lost tag)."""
         names = [k.hex for k in key_ids]
         if not names or not self.path.exists():
             return 0
         with self._lock:
             db = self._db()
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                gone = 0
-                for name in names:
-                    gone += db.execute("DELETE FROM owned_keys WHERE key_id = ?", [name]).rowcount
-                    self._cache.pop(name, None)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
+            slots = [
+                UUID(hex=r[0])
+                for name in names
+                for r in db.execute("SELECT slot FROM key_slots WHERE key_id = ?", [name])
+            ]
+            self._forget_cached(slots, [UUID(hex=n) for n in names])
+            self._write("DELETE FROM key_slots WHERE key_id = ?", [(n,) for n in names], durable=True)
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            return gone
+            return len(slots)
 
-    def export(self, being_id: UUID) -> dict[str, tuple[bytes, str | None, str | None]]:
-        """The being's owned keys: {key id hex: (key, subject, item id hex)}."""
+    def delete_being(self, being_id: UUID) -> int:
+        """Delete every row of the being, reserved or used, tagged or not (`forget being`)."""
+        if not self.path.exists():
+            return 0
+        with self._lock:
+            db = self._db()
+            rows = db.execute(
+                "SELECT slot, key_id FROM key_slots WHERE being_id = ?", [being_id.hex]
+            ).fetchall()
+            self._forget_cached([UUID(hex=r[0]) for r in rows], [UUID(hex=r[1]) for r in rows if r[1]])
+            self._free.pop(being_id, None)
+            self._write("DELETE FROM key_slots WHERE being_id = ?", [(being_id.hex,)], durable=True)
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return len(rows)
+
+    def export(self, being_id: UUID) -> dict[str, tuple[bytes, str | None, str | None, str | None]]:
+        """The being's keys: {slot hex: (key, key id hex, subject, item id hex)}; the untagged too
+        (a tag lost to a power cut: its events are exported, so must be their key)."""
         if not self.path.exists():
             return {}
         with self._lock:
             rows = self._db().execute(
-                "SELECT key_id, key, subject, item_id FROM owned_keys WHERE being_id = ?", [being_id.hex]
+                "SELECT slot, key, key_id, subject, item_id FROM key_slots WHERE being_id = ?",
+                [being_id.hex],
             )
-            return {r[0]: (bytes(r[1]), r[2], r[3]) for r in rows}
+            return {r[0]: (bytes(r[1]), r[2], r[3], r[4]) for r in rows}
 
     def add(
-        self, key_id: UUID, being_id: UUID, key: bytes, subject: str | None, item_id: UUID | None
+        self,
+        slot: UUID,
+        key_id: UUID | None,
+        being_id: UUID,
+        key: bytes,
+        subject: str | None,
+        item_id: UUID | None,
     ) -> bool:
         with self._lock:
             cur = self._db().execute(
-                "INSERT OR IGNORE INTO owned_keys (key_id, being_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?)",
-                [key_id.hex, being_id.hex, subject, item_id.hex if item_id else None, key],
+                "INSERT OR IGNORE INTO key_slots (slot, key_id, being_id, subject, item_id, key) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    slot.hex,
+                    key_id.hex if key_id else None,
+                    being_id.hex,
+                    subject,
+                    item_id.hex if item_id else None,
+                    key,
+                ],
             )
             return cur.rowcount > 0
 
     def close(self) -> None:
         with self._lock:
+            unused = [(slot.hex,) for free in self._free.values() for slot, _ in free]
+            self._free.clear()
+            if unused and self._conn is not None:  # never handed out: nothing was sealed under them
+                self._write("DELETE FROM key_slots WHERE slot = ? AND key_id IS NULL", unused, durable=False)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

@@ -103,6 +103,7 @@ class ItemForgetting:
                 f"{kind} {item_id} was written before per-item keys: its text is sealed with its "
                 "being's key and cannot be erased alone (forget the being), so nothing was erased"
             )
+        self.f.storage.recover_tags(owner)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = [item_id, *[k for k in self.f.keys.owned_keys(owner, item_id=item_id) if k != item_id]]
         return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
 
@@ -117,6 +118,7 @@ class ItemForgetting:
         being = resolve_being(self.f.store, being_ref)
         being_id = UUID(str(being.id))
         receipt_id = subject_erasure_id(being_id, user)
+        self.f.storage.recover_tags(being_id)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = self.f.keys.owned_keys(being_id, subject=user)
         if self.f.store.find(Erasure, receipt_id) is not None and not key_ids:
             return Forgotten(

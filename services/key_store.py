@@ -7,7 +7,7 @@ data dir (`adapters/key_files.py`); a KMS can take its place behind the same pro
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 from uuid import UUID
 
@@ -36,25 +36,37 @@ class KeyStore(Protocol):
     def location(self) -> str:
         """Where it is, for messages."""
 
-    def key_for_writing(
-        self,
-        key_id: UUID,
-        *,
-        being_id: UUID | None = None,
-        subject: str | None = None,
-        item_id: UUID | None = None,
-    ) -> bytes | None:
-        """The key to encrypt with, created on first use; None if it was destroyed (nothing may be
-        written under it again). An item's or a subject's key (ADR 0075) is created tagged with its
-        being, its subject and the item whose forgetting destroys it."""
+    def key_for_writing(self, key_id: UUID) -> bytes | None:
+        """A being's key to encrypt with, created on first use; None if it was destroyed (nothing
+        may be written under it again)."""
+
+    def slot_for_writing(
+        self, key_id: UUID, *, being_id: UUID, subject: str | None, item_id: UUID | None
+    ) -> tuple[UUID, bytes] | None:
+        """An item's or a subject's key (ADR 0075): (the slot the sealed header names, the key), taken
+        from a pool created ahead and tagged with its being, subject and the item whose forgetting
+        destroys it; None if the key or its being was destroyed."""
+
+    def key_of_slot(self, slot: UUID, key_id: UUID, being_id: UUID) -> bytes:
+        """The key in a slot, to decrypt with. Raises `KeyDestroyed` if key id or being was destroyed,
+        `KeyStoreError` if the store never held the slot."""
 
     def key_for_reading(self, key_id: UUID) -> bytes:
         """The key to decrypt with. Raises `KeyDestroyed` if it was destroyed, `KeyStoreError` if the
         store never held it."""
 
-    def create_keys(self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]]) -> None:
-        """Create the missing item and subject keys of a save at once, each as (key id, being,
-        subject, item): one write for a batch instead of one per item (ADR 0075)."""
+    def create_keys(
+        self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
+    ) -> None:
+        """Take the missing item and subject keys of a save at once, each as (key id, being,
+        subject, item): at most one write to the disk for a batch (ADR 0075). `new`: key ids of
+        aggregates the save creates (no key can exist for them: not looked up)."""
+
+    def untagged_slots(self, being_id: UUID) -> list[UUID]:
+        """The being's slots without tags: reserved and unused, or used with tags a power cut lost."""
+
+    def tag_slot(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
+        """Write back the tags of a slot, recovered from an event it sealed."""
 
     def destroy(self, key_id: UUID) -> bool:
         """Destroy the key (a tombstone stays, saying it was destroyed); False if it already was."""
@@ -87,6 +99,10 @@ class ShreddableLog(Protocol):
 
     def sealed_events(self, key_id: UUID) -> int:
         """How many stored events are sealed under `key_id` (read from their clear header)."""
+
+    def recover_tags(self, being_id: UUID) -> int:
+        """Tag again the being's item keys whose tags a power cut lost, from the events they sealed
+        (ADR 0075); asked before forgetting a subject or an item. Returns how many."""
 
     def clear_events(self, key_id: UUID) -> int:
         """How many stored events in clear (written before ADR 0073) name `key_id`: these no key can shred."""

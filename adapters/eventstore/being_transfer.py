@@ -31,7 +31,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
 from engram.adapters.eventstore import chain, chain_check
-from engram.adapters.eventstore.shredding import key_id_of, sealed
+from engram.adapters.eventstore.shredding import being_of, key_id_of, sealed
 
 FORMAT = "engram-export/1"
 KEYS_HOOK = "keys"
@@ -103,6 +103,7 @@ def _being_events(app: Application[UUID], being_id: UUID) -> Iterator[tuple[int,
             if version == 1 and (
                 oid == being_id
                 or owner in keys
+                or being_of(state_bytes) == being_id
                 or (owner is None and decode(state_bytes).get("being_id") == being_id)
             ):
                 members.add(oid)

@@ -177,6 +177,12 @@ class EventLog(Application[UUID]):
         # Personal text sealed with its being's key (crypto-shredding, ADR 0073).
         return ShreddingMapper(self.construct_transcoder(), self.keys)
 
+    def close(self) -> None:
+        super().close()
+        release = getattr(self.keys, "close", None)
+        if release is not None:  # the key pool's unused reservations go (ADR 0075)
+            release()
+
     @cached_property
     def storage(self) -> str:
         """What holds the log, as `StorageFull` names it: the SQLite file, or the database (no password)."""

@@ -5,9 +5,13 @@
 An event's whole transcoded state is sealed with AES-256-GCM (`cryptography`), behind a clear
 header naming the key:
 
-    b"EGK1" | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag
+    b"EGK1" | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag              (a being's key)
+    b"EGK2" | key id (16) | being id (16) | slot (16) | nonce (12) | ciphertext and tag
 
-The key id is the being's id, or an item's or a subject's (`key_choice.py`, ADR 0075).
+The key id is the being's id, or an item's or a subject's (`key_choice.py`, ADR 0075). An item's or
+a subject's key is found by its slot in the owned-key pool (`adapters/owned_keys.py`): the slot was
+flushed to disk before the event, its tags (key id, subject, item) may not have been; the being id
+lets a forgotten being's events read as erased whatever became of their item keys.
 
 The associated data binds the ciphertext to its place in the log (originator id, version, topic),
 so sealed state cannot be moved to another event unnoticed. Events of no being (tokens, the
@@ -33,13 +37,25 @@ from engram.domain.erasure import ContentErased, ErasedContent
 from engram.services.key_store import KeyDestroyed, KeyStore
 
 MAGIC = b"EGK1"
+MAGIC_ITEM = b"EGK2"
+MAGICS = (MAGIC, MAGIC_ITEM)
 _HEADER = len(MAGIC) + 16
+_ITEM_HEADER = _HEADER + 32
 _NONCE = 12
 _MAX_CIPHERS = 50_000
 
 
 def sealed(state: bytes) -> bool:
-    return state[:4] == MAGIC
+    return bytes(state[:4]) in MAGICS
+
+
+def being_of(state: bytes) -> UUID | None:
+    """The being an `EGK2` event belongs to (None for `EGK1`: its key id is the being's, or legacy)."""
+    return UUID(bytes=bytes(state[_HEADER : _HEADER + 16])) if bytes(state[:4]) == MAGIC_ITEM else None
+
+
+def slot_of(state: bytes) -> UUID | None:
+    return UUID(bytes=bytes(state[_HEADER + 16 : _ITEM_HEADER])) if bytes(state[:4]) == MAGIC_ITEM else None
 
 
 def key_id_of(state: bytes) -> UUID:
@@ -47,7 +63,7 @@ def key_id_of(state: bytes) -> UUID:
 
 
 def header_for(key_id: UUID) -> bytes:
-    """The first bytes of every event sealed under `key_id` (to find them without decrypting)."""
+    """The first bytes of every `EGK1` event sealed under `key_id` (a being's key)."""
     return MAGIC + key_id.bytes
 
 
@@ -74,35 +90,63 @@ class ShreddingMapper(Mapper[UUID]):
     def __init__(self, transcoder: Any, keys: KeyStore) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
-        self._ciphers: dict[UUID, AESGCM] = {}
+        self._ciphers: dict[UUID, tuple[AESGCM, bytes]] = {}  # key id → writing cipher, header
+        self._readers: dict[UUID, tuple[AESGCM, bytes]] = {}  # slot → reading cipher
 
-    def _cipher(self, key_id: UUID, *, writing: KeyChoice | None) -> AESGCM:
-        cipher = self._ciphers.get(key_id)
-        if cipher is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
+    def _fresh(self, key_id: UUID, cached: tuple[AESGCM, bytes] | None) -> tuple[AESGCM, bytes] | None:
+        if cached is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
             self._ciphers.pop(key_id, None)
-            cipher = None
-        if cipher is None:
-            if writing is not None:
-                if writing.is_being_key:
-                    key = self.keys.key_for_writing(key_id)
-                else:
-                    key = self.keys.key_for_writing(
-                        key_id, being_id=writing.being_id, subject=writing.subject, item_id=writing.item_id
-                    )
-                if key is None:
-                    what = "being" if writing.is_being_key else "item"
-                    raise ContentErased(f"{what} {key_id} was forgotten: nothing can be written for it")
-            else:
-                key = self.keys.key_for_reading(key_id)
-            if len(self._ciphers) >= _MAX_CIPHERS:  # one per item now (ADR 0075): bounded
-                self._ciphers.clear()
-            cipher = self._ciphers[key_id] = AESGCM(key)
-        return cipher
+            return None
+        return cached
+
+    def _remember(self, key_id: UUID, key: bytes, header: bytes) -> tuple[AESGCM, bytes]:
+        if len(self._ciphers) >= _MAX_CIPHERS:  # one per item now (ADR 0075): bounded
+            self._ciphers.clear()
+        entry = self._ciphers[key_id] = (AESGCM(key), header)
+        return entry
+
+    def _writer(self, choice: KeyChoice) -> tuple[AESGCM, bytes]:
+        """The cipher and header to seal an event under the chosen key."""
+        entry = self._fresh(choice.key_id, self._ciphers.get(choice.key_id))
+        if entry is not None:
+            return entry
+        if choice.is_being_key:
+            key = self.keys.key_for_writing(choice.key_id)
+            if key is None:
+                raise ContentErased(f"being {choice.key_id} was forgotten: nothing can be written for it")
+            return self._remember(choice.key_id, key, header_for(choice.key_id))
+        found = self.keys.slot_for_writing(
+            choice.key_id, being_id=choice.being_id, subject=choice.subject, item_id=choice.item_id
+        )
+        if found is None:
+            raise ContentErased(f"item {choice.key_id} was forgotten: nothing can be written for it")
+        slot, key = found
+        header = MAGIC_ITEM + choice.key_id.bytes + choice.being_id.bytes + slot.bytes
+        return self._remember(choice.key_id, key, header)
+
+    def _reader(self, state: bytes) -> AESGCM:
+        key_id = key_id_of(state)
+        slot = slot_of(state)
+        if slot is None:
+            entry = self._fresh(key_id, self._ciphers.get(key_id))
+            if entry is None:
+                entry = self._remember(key_id, self.keys.key_for_reading(key_id), header_for(key_id))
+            return entry[0]
+        entry = self._fresh(key_id, self._readers.get(slot))
+        if entry is not None and self.keys.is_destroyed(being_of(state) or key_id):
+            entry = None
+        if entry is None:
+            being = being_of(state) or key_id
+            if len(self._readers) >= _MAX_CIPHERS:
+                self._readers.clear()
+            entry = self._readers[slot] = (AESGCM(self.keys.key_of_slot(slot, key_id, being)), b"")
+        return entry[0]
 
     def prepare(self, events: Sequence[DomainEventProtocol[UUID]]) -> None:
         """Create the item and subject keys a save will need, in one write (ADR 0075): a batch of
         500 notes then costs one write to the key store's disk, not 500."""
         wanted = []
+        new: set[UUID] = set()
         for event in events:
             if getattr(type(event), "stored_in_clear", False):
                 continue
@@ -113,12 +157,15 @@ class ShreddingMapper(Mapper[UUID]):
             choice = choose_key(get_topic(type(event)), event.originator_id, owner, state)
             if not choice.is_being_key and choice.key_id not in self._ciphers:
                 wanted.append((choice.key_id, choice.being_id, choice.subject, choice.item_id))
+                if event.originator_version == 1 and choice.key_id == event.originator_id:
+                    new.add(choice.key_id)  # created by this save: no key can exist for it yet
         if wanted:
-            self.keys.create_keys(wanted)
+            self.keys.create_keys(wanted, new)
 
     def forget_cipher(self, key_id: UUID) -> None:
         """Drop the cached cipher of a destroyed key (this process no longer decrypts with it)."""
         self._ciphers.pop(key_id, None)
+        self._readers.clear()  # by slot: cheap to fill again, and erasure is rare
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         topic = get_topic(domain_event.__class__)
@@ -135,20 +182,19 @@ class ShreddingMapper(Mapper[UUID]):
             choice = choose_key(topic, oid, owner, event_state)
             nonce = os.urandom(_NONCE)
             aad = _aad(originator_id, originator_version, topic)
-            cipher = self._cipher(choice.key_id, writing=choice)
-            state = header_for(choice.key_id) + nonce + cipher.encrypt(nonce, state, aad)
+            cipher, header = self._writer(choice)
+            state = header + nonce + cipher.encrypt(nonce, state, aad)
         return StoredEvent(
             originator_id=originator_id, originator_version=originator_version, topic=topic, state=state
         )
 
     def open_state(self, originator_id: Any, version: int, topic: str, state: bytes) -> bytes | None:
         """The transcoded state of a sealed event; None if its key was destroyed."""
-        key_id = key_id_of(state)
         try:
-            cipher = self._cipher(key_id, writing=None)
+            cipher = self._reader(state)
         except KeyDestroyed:
             return None
-        body = bytes(state[_HEADER:])
+        body = bytes(state[_ITEM_HEADER if bytes(state[:4]) == MAGIC_ITEM else _HEADER :])
         return cipher.decrypt(body[:_NONCE], body[_NONCE:], _aad(originator_id, version, topic))
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
@@ -192,12 +238,15 @@ def has_sealed_events(app: Any) -> bool:
     if isinstance(recorder, SQLiteApplicationRecorder):
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT 1 FROM {recorder.events_table_name} WHERE substr(state, 1, 4) = ? LIMIT 1", [MAGIC]
+                f"SELECT 1 FROM {recorder.events_table_name} WHERE substr(state, 1, 4) IN (?, ?) LIMIT 1",
+                [*MAGICS],
             )
             return c.fetchone() is not None
     if on_postgres(recorder):
         table = pg_events_table(recorder)
         with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(f"SELECT 1 FROM {table} WHERE substr(state, 1, 4) = %s LIMIT 1".encode(), [MAGIC])
+            curs.execute(
+                f"SELECT 1 FROM {table} WHERE substr(state, 1, 4) IN (%s, %s) LIMIT 1".encode(), [*MAGICS]
+            )
             return curs.fetchone() is not None
     return False

@@ -17,7 +17,7 @@ from engram.adapters.key_files import LocalKeyStore
 from engram.domain.erasure import ContentErased, ErasedContent
 from engram.domain.ids import conversation_id_for
 from engram.domain.note import Note
-from engram.services.key_store import KeyStoreError
+from engram.services.key_store import KeyDestroyed, KeyStoreError
 
 AT = datetime(2026, 3, 1, tzinfo=UTC)
 BEING, ITEM, NOTE = uuid4(), uuid4(), uuid4()
@@ -100,10 +100,19 @@ def test_a_key_file_of_before_item_keys_still_loads(tmp_path: Path) -> None:
 def test_a_key_created_after_another_was_destroyed_is_found_by_every_process(tmp_path: Path) -> None:
     writer, reader = LocalKeyStore(tmp_path / "keys.json"), LocalKeyStore(tmp_path / "keys.json")
     being, first, last, later = uuid4(), uuid4(), uuid4(), uuid4()
+    slots = {}
     for item in (first, last):
-        writer.key_for_writing(item, being_id=being, item_id=item)
-    assert reader.key_for_reading(last) == writer.key_for_reading(last)  # the reader has read up to `last`
-    writer.destroy_many([last])  # the newest row goes: its id must not be given to the next key
-    key = writer.key_for_writing(later, being_id=being, item_id=later)
-    assert key is not None and reader.key_for_reading(later) == key
-    assert writer.key_for_writing(last, being_id=being, item_id=last) is None  # destroyed stays destroyed
+        found = writer.slot_for_writing(item, being_id=being, subject=None, item_id=item)
+        assert found is not None
+        slots[item] = found
+    slot, key = slots[last]
+    assert reader.key_of_slot(slot, last, being) == key  # another process reads it by its slot
+    writer.destroy_many([last])
+    found = writer.slot_for_writing(later, being_id=being, subject=None, item_id=later)
+    assert found is not None and found[0] not in {s for s, _ in slots.values()}  # a slot serves one key
+    assert reader.key_of_slot(found[0], later, being) == found[1]
+    assert (
+        writer.slot_for_writing(last, being_id=being, subject=None, item_id=last) is None
+    )  # stays destroyed
+    with pytest.raises(KeyDestroyed):
+        LocalKeyStore(tmp_path / "keys.json").key_of_slot(slot, last, being)  # a process started now
