@@ -30,6 +30,9 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from uuid import UUID
 
+import structlog
+
+log = structlog.get_logger(__name__)
 _KEY_BYTES = 32  # AES-256-GCM
 _FIRST_BLOCK = 16
 _MAX_BLOCK = 4096
@@ -65,42 +68,79 @@ class OwnedKeys:
         self._by_key: dict[UUID, tuple[UUID, bytes]] = {}  # key id → (slot, key) to write with
         self._free: dict[UUID, list[tuple[UUID, bytes]]] = {}  # being → slots reserved, unused
         self._block: dict[UUID, int] = {}
+        # The tags and the next blocks are written by a thread of their own (its own connection):
+        # a save only takes keys from memory. Nothing waits for it but forgetting and closing.
+        self._wake = threading.Condition()
+        self._pending: list[tuple[str, str | None, str | None, str]] = []
+        self._refill: dict[UUID, int] = {}
+        self._busy = False
+        self._writer: threading.Thread | None = None
+        self._bg: sqlite3.Connection | None = None
 
     @property
     def exists(self) -> bool:
         return self.path.exists()
 
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
+        conn.execute("PRAGMA synchronous=NORMAL")  # tags; reservations ask for FULL themselves
+        conn.executescript(_SCHEMA)
+        return conn
+
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
-            conn.execute("PRAGMA synchronous=NORMAL")  # tags; reservations ask for FULL themselves
-            conn.executescript(_SCHEMA)
-            self._conn = conn
+            self._conn = self._connect()
         return self._conn
 
     def _write(self, sql: str, rows: Sequence[Sequence[object]], *, durable: bool) -> None:
-        db = self._db()
-        if not durable and len(rows) == 1:
-            db.execute(sql, rows[0])  # one statement commits by itself (autocommit)
-            return
-        if durable:
-            db.execute("PRAGMA synchronous=FULL")
-        try:
-            db.execute("BEGIN IMMEDIATE")
+        _run(self._db(), sql, rows, durable)
+
+    def _background(self) -> None:
+        """Write queued tags and reserve the next blocks, off the saving thread."""
+        while True:
+            with self._wake:
+                while not self._pending and not self._refill:
+                    self._busy = False
+                    self._wake.notify_all()
+                    self._wake.wait()
+                self._busy = True
+                tags, self._pending = self._pending, []
+                refill, self._refill = self._refill, {}
             try:
-                db.executemany(sql, rows)
-                db.execute("COMMIT")
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-        finally:
-            if durable:
-                db.execute("PRAGMA synchronous=NORMAL")
+                if self._bg is None:
+                    self._bg = self._connect()
+                if tags:
+                    sql = "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ?"
+                    _run(self._bg, sql, tags, False)
+                for being, size in refill.items():
+                    block = self._new_keys(size)
+                    rows = [(slot.hex, being.hex, key) for slot, key in block]
+                    _run(self._bg, "INSERT INTO key_slots (slot, being_id, key) VALUES (?, ?, ?)", rows, True)
+                    with self._lock:  # on disk now: usable
+                        self._free.setdefault(being, [])[:0] = block
+            except Exception as exc:  # a full disk: the tags are recovered from the log when forgetting
+                log.warning("owned_keys_background_failed", error=repr(exc))
+
+    def _enqueue(self, tags: list[tuple[str, str | None, str | None, str]], refill: dict[UUID, int]) -> None:
+        with self._wake:
+            self._pending.extend(tags)
+            for being, size in refill.items():
+                self._refill[being] = max(size, self._refill.get(being, 0))
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._background, name="owned-keys", daemon=True)
+                self._writer.start()
+            self._wake.notify_all()
+
+    def flush(self) -> None:
+        """Wait until the queued tags and blocks are written (before anything reads the tags)."""
+        with self._wake:
+            while self._pending or self._refill or self._busy:
+                self._wake.wait(timeout=1)
 
     @staticmethod
     def _new_keys(count: int) -> list[tuple[UUID, bytes]]:
@@ -165,6 +205,7 @@ class OwnedKeys:
             by_being.setdefault(w[1], []).append(w)
         tagged: list[tuple[str, str, str, str | None, str | None, bytes]] = []
         tags: list[tuple[str, str | None, str | None, str]] = []
+        refill: dict[UUID, int] = {}
         for being, items in by_being.items():
             free = self._free.setdefault(being, [])
             if len(items) > len(free) and len(items) <= self._block.get(being, _FIRST_BLOCK):
@@ -178,25 +219,28 @@ class OwnedKeys:
                     self._by_key[key_id] = (slot, key)
                     self._by_slot[slot] = key
                     tagged.append((slot.hex, being.hex, key_id.hex, subject, item.hex if item else None, key))
-                continue
-            for key_id, _, subject, item in items:
-                slot, key = free.pop()
-                self._by_key[key_id] = (slot, key)
-                self._by_slot[slot] = key
-                tags.append((key_id.hex, subject, item.hex if item else None, slot.hex))
+            else:
+                for key_id, _, subject, item in items:
+                    slot, key = free.pop()
+                    self._by_key[key_id] = (slot, key)
+                    self._by_slot[slot] = key
+                    tags.append((key_id.hex, subject, item.hex if item else None, slot.hex))
+            # The next saves of this size find their keys ready: the block grows with the saves and
+            # is written ahead by the background thread.
+            size = self._block.get(being, _FIRST_BLOCK)
+            if len(free) < max(size // 4, 2 * len(items)) and being not in self._refill:
+                grown = min(_MAX_BLOCK, max(size, 4 * len(items)))
+                self._block[being] = min(_MAX_BLOCK, grown * 2)
+                refill[being] = grown
         if tagged:
             self._write(
                 "INSERT INTO key_slots (slot, being_id, key_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?, ?)",
                 tagged,
                 durable=True,
             )
-        if tags:
+        if tags or refill:
             # The tags need not reach the disk before the event: the header names the slot (see above).
-            self._write(
-                "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ?",
-                tags,
-                durable=False,
-            )
+            self._enqueue(tags, refill)
 
     def key_of_slot(self, slot: UUID) -> bytes | None:
         key = self._by_slot.get(slot)
@@ -214,6 +258,7 @@ class OwnedKeys:
 
     def untagged(self, being_id: UUID) -> list[UUID]:
         """The being's slots with no key id: reserved and unused, or used with tags a power cut lost."""
+        self.flush()
         if not self.path.exists():
             return []
         with self._lock:
@@ -224,6 +269,7 @@ class OwnedKeys:
 
     def tag(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
         """Write back the tags of a used slot (recovered from the event it sealed)."""
+        self.flush()
         with self._lock:
             self._write(
                 "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ? AND key_id IS NULL",
@@ -232,6 +278,7 @@ class OwnedKeys:
             )
 
     def ids_of(self, being_id: UUID, subject: str | None = None, item_id: UUID | None = None) -> list[UUID]:
+        self.flush()
         if not self.path.exists():
             return []
         sql = "SELECT DISTINCT key_id FROM key_slots WHERE being_id = ? AND key_id IS NOT NULL"
@@ -253,6 +300,7 @@ class OwnedKeys:
 
     def delete(self, key_ids: Iterable[UUID]) -> int:
         """Delete every slot of these key ids (a key id may have several: two processes, a lost tag)."""
+        self.flush()
         names = [k.hex for k in key_ids]
         if not names or not self.path.exists():
             return 0
@@ -270,6 +318,7 @@ class OwnedKeys:
 
     def delete_being(self, being_id: UUID) -> int:
         """Delete every row of the being, reserved or used, tagged or not (`forget being`)."""
+        self.flush()
         if not self.path.exists():
             return 0
         with self._lock:
@@ -286,6 +335,7 @@ class OwnedKeys:
     def export(self, being_id: UUID) -> dict[str, tuple[bytes, str | None, str | None, str | None]]:
         """The being's keys: {slot hex: (key, key id hex, subject, item id hex)}; the untagged too
         (a tag lost to a power cut: its events are exported, so must be their key)."""
+        self.flush()
         if not self.path.exists():
             return {}
         with self._lock:
@@ -320,11 +370,32 @@ class OwnedKeys:
             return cur.rowcount > 0
 
     def close(self) -> None:
+        self.flush()
         with self._lock:
             unused = [(slot.hex,) for free in self._free.values() for slot, _ in free]
             self._free.clear()
-            if unused and self._conn is not None:  # never handed out: nothing was sealed under them
+            if unused:  # never handed out: nothing was sealed under them
                 self._write("DELETE FROM key_slots WHERE slot = ? AND key_id IS NULL", unused, durable=False)
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _run(db: sqlite3.Connection, sql: str, rows: Sequence[Sequence[object]], durable: bool) -> None:
+    """One transaction; `durable`: flushed to disk before it returns (`synchronous=FULL`)."""
+    if not durable and len(rows) == 1:
+        db.execute(sql, rows[0])  # one statement commits by itself (autocommit)
+        return
+    if durable:
+        db.execute("PRAGMA synchronous=FULL")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany(sql, rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        if durable:
+            db.execute("PRAGMA synchronous=NORMAL")
