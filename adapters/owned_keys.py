@@ -55,6 +55,10 @@ CREATE INDEX IF NOT EXISTS key_slots_key ON key_slots (key_id);
 """
 # No index on subject or item: only forgetting asks by them, within one being's rows; each index
 # would be one more write per new item.
+_TAGS_AT_ONCE = 512
+_TAGS_DELAY_S = 0.05
+"""Queued tags are written when 512 wait or 50 ms after the first (lost to a crash meanwhile, they are
+recovered from the log when forgetting)."""
 Tags = tuple[UUID, UUID, str | None, UUID | None]
 """(key id, being, subject, item) of an item's or a subject's key."""
 
@@ -74,6 +78,7 @@ class OwnedKeys:
         self._pending: list[tuple[str, str | None, str | None, str]] = []
         self._refill: dict[UUID, int] = {}
         self._busy = False
+        self._flush_now = False
         self._writer: threading.Thread | None = None
         self._bg: sqlite3.Connection | None = None
 
@@ -104,11 +109,20 @@ class OwnedKeys:
         """Write queued tags and reserve the next blocks, off the saving thread."""
         while True:
             with self._wake:
-                while not self._pending and not self._refill:
+                while True:
+                    if self._refill or self._flush_now or len(self._pending) >= _TAGS_AT_ONCE:
+                        break
+                    if self._pending:
+                        # Tags wait a moment and go together: waking this thread for each note would
+                        # make the saving thread wait for the interpreter's lock at each note.
+                        if not self._wake.wait(timeout=_TAGS_DELAY_S):
+                            break
+                        continue
                     self._busy = False
                     self._wake.notify_all()
                     self._wake.wait()
                 self._busy = True
+                self._flush_now = False
                 tags, self._pending = self._pending, []
                 refill, self._refill = self._refill, {}
             try:
@@ -134,12 +148,15 @@ class OwnedKeys:
             if self._writer is None:
                 self._writer = threading.Thread(target=self._background, name="owned-keys", daemon=True)
                 self._writer.start()
-            self._wake.notify_all()
+            if refill or len(self._pending) >= _TAGS_AT_ONCE or len(self._pending) == len(tags):
+                self._wake.notify_all()  # a block to reserve, many tags, or the first tags of a quiet spell
 
     def flush(self) -> None:
         """Wait until the queued tags and blocks are written (before anything reads the tags)."""
         with self._wake:
             while self._pending or self._refill or self._busy:
+                self._flush_now = True
+                self._wake.notify_all()
                 self._wake.wait(timeout=1)
 
     @staticmethod

@@ -97,7 +97,8 @@ def test_a_process_killed_with_reserved_keys_loses_none_and_hands_none_out_twice
     try:
         aria = engram.forgetting._being_id("Aria")
         keys = engram.store.app.keys  # type: ignore[attr-defined]
-        orphans = set(keys.untagged_slots(aria))
+        # Untagged: reserved and unused, or used with tags still queued when it died (50 ms).
+        orphans = set(keys.untagged_slots(aria)) - set(_slots_by_key(engram))
         assert orphans, "the child died holding reserved keys"
         texts = _texts(engram)
         assert all(f"child note {n}" in texts for n in range(taken))  # every note it wrote reads back
