@@ -98,15 +98,13 @@ def _fill(e: Engram, events: int) -> None:
     e.beings.register("Aria")
     for i in range(20):
         e.notes.take("Aria", NoteInput(text=json.dumps({**SCENE, "action": f"seed {i}"})))
-    samples = [
-        StoredEvent(uuid4(), 1, topic, bytes(state))
-        for _, _, _, topic, state, _ in chain_check.log_rows(e.store.app)[0](0, 1000)
-        if topic == "engram.Note.Noted"
-    ]
+    samples = [ev for _, ev in e.store.log.decoded_events(1, 1000) if type(ev).__name__ == "Noted"]
+    mapper = e.store.app.mapper
     batch: list[StoredEvent] = []
     for i in range(events - e.store.log.head()):
+        # Sealed for its own id: a sealed state is bound to its event's id and topic (ADR 0073).
         s = samples[i % len(samples)]
-        batch.append(StoredEvent(uuid4(), 1, s.topic, s.state))
+        batch.append(mapper.to_stored_event(type(s)(**{**vars(s), "originator_id": uuid4()})))
         if len(batch) == 1000:
             e.store.app.recorder.insert_events(batch)
             batch = []
@@ -135,7 +133,9 @@ def transfer(backend: str, root: Path, events: int) -> dict[str, Any]:
         being = resolve_being(source.store, "Aria")
         t0 = time.perf_counter()
         with path.open("w", encoding="utf-8") as f:
-            summary = being_transfer.export_being(source.store.app, being.name, being.id, f)
+            # With its keys, as a move to another deployment is (the log is sealed, ADR 0073).
+            keys = being_transfer.key_exporter(source.store.app)
+            summary = being_transfer.export_being(source.store.app, being.name, being.id, f, with_keys=keys)
         export_s = time.perf_counter() - t0
     with _deployment(backend, root) as target:
         t0 = time.perf_counter()

@@ -6,6 +6,8 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,17 @@ def _scene(i: int) -> NoteInput:
     )
 
 
+@contextmanager
+def _schema(database_url: str | None) -> Iterator[str | None]:
+    if database_url is None:
+        yield None
+        return
+    from bench.scratch import scratch_schema
+
+    with scratch_schema(database_url) as url:
+        yield url
+
+
 def run(
     database_url: str | None,
     singles: int = 500,
@@ -39,10 +52,10 @@ def run(
 ) -> dict[str, Any]:
     single_rates, batch_rates = [], []
     for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as tmp:
-            settings = Settings(data_dir=Path(tmp), database_url=database_url, embedder="hashing", llm="none")
-            if database_url:
-                settings = settings.model_copy(update={"database_url": settings.database_url})
+        # A throwaway schema per run: the log of one run is sealed with the keys of its own data dir
+        # (ADR 0073), so a later run must not open it (nor should runs measure each other's tables).
+        with tempfile.TemporaryDirectory() as tmp, _schema(database_url) as url:
+            settings = Settings(data_dir=Path(tmp), database_url=url, embedder="hashing", llm="none")
             e = bootstrap(settings)
             try:
                 name = f"bench-{time.monotonic_ns()}"

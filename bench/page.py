@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT
+from bench import ROOT, erasure_page
+from bench.ui import section as ui_section
 
 Result = dict[str, Any]
 
@@ -624,6 +625,40 @@ def locomo(r: Result) -> str:
         body.append(LOCOMO_NOTES.read_text(encoding="utf-8").strip())
     body += locomo_links(r)
     return _section("LoCoMo retrieval", "engram bench locomo PATH --links", r, body)
+
+
+def locomo_logic(r: Result) -> str:
+    """`engram bench locomo-logic`: retrieval variants beside the default on the same candidates
+    (issue #15, ADRs 0082, 0083)."""
+    variants: dict[str, Any] = r["variants"]
+    cats = ("1", "2", "3", "4")
+    convs = list(next(iter(variants.values()))["conversations"])
+    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in cats], *convs]
+    rows = [
+        [
+            f"**{name}**" if name == "default" else name,
+            f"{v['overall']['recall']['5']:.3f}",
+            f"{v['overall']['recall']['10']:.3f}",
+            f"{v['overall']['interval_10']:.3f}",
+            *[f"{v['categories'][c]['recall']['10']:.3f}" for c in cats],
+            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
+        ]
+        for name, v in variants.items()
+    ]
+    chosen = ", ".join(f"{c}: {n}" for c, n in r.get("cross_validation", {}).items())
+    body = [
+        f"{r['dataset']['questions']} scored questions of `{Path(r['dataset']['path']).name}`; every "
+        "variant ranks the same candidates in one run (`bench/locomo_tuning.py`); ± is the 95 % interval "
+        "of R@10. The last row scores on each conversation the weight chosen on the other four: "
+        f"{chosen}. What was kept and dropped: `docs/recall.md`.",
+        table(header, rows, "l" + "r" * (len(header) - 1)),
+    ]
+    return _section(
+        "LoCoMo retrieval logic",
+        "engram bench locomo-logic -- PATH --reuse-data DIR --links",
+        r,
+        body,
+    )
 
 
 def locomo_links(r: Result) -> list[str]:
@@ -1352,6 +1387,19 @@ def audit_log(results: dict[str, Result]) -> str | None:
     )
 
 
+def _locomo_and_models(results: dict[str, Result]) -> str | None:
+    """LoCoMo, then its embedders and its ranking variants side by side (docs/recall.md), when their
+    results are there."""
+    from bench.page_recall import render  # it imports this module's helpers
+
+    parts = [
+        locomo(results["locomo"]) if "locomo" in results else None,
+        render(results),
+        locomo_logic(results["locomo-logic"]) if "locomo-logic" in results else None,
+    ]
+    return "\n\n".join(p for p in parts if p) or None
+
+
 RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("event-size", lambda rs: event_size(rs["event-size"]) if "event-size" in rs else None),
     ("ingest", ingest),
@@ -1363,7 +1411,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("http", lambda rs: http(rs["http"]) if "http" in rs else None),
     ("cli", lambda rs: cli(rs["cli"]) if "cli" in rs else None),
     ("memory", memory),
-    ("locomo", lambda rs: locomo(rs["locomo"]) if "locomo" in rs else None),
+    ("locomo", _locomo_and_models),
     ("messages", messages),
     ("notes-sweep", notes_sweep),
     ("notes", notes),
@@ -1375,6 +1423,8 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("embeddings-migrate", embeddings_migrate),
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
     ("audit-log", audit_log),
+    ("erasure", lambda rs: erasure_page.erasure(rs, table, _section, _n)),
+    ("ui", ui_section),
 )
 
 

@@ -100,6 +100,14 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("embeddings-migrate", passthrough("embeddings-migrate", *migrate))  # ADR 0071
     audit = ("--events", "3000", "--transfer", "300", "--notes", "10") if quick else ()
     runs += per_backend("audit-log", passthrough("audit-log", *audit))  # ADRs 0069, 0070
+    erasure = (
+        ("--nodes", "300", "--other", "100", "--notes", "10", "--rebuild-nodes", "200", "--rounds", "2")
+        if quick
+        else ()
+    )
+    runs += per_backend("erasure", passthrough("erasure", *erasure))  # ADR 0077
+    ui = ("--nodes", "300", "--runs", "2", "--patrols", "1") if quick else ()
+    runs += per_backend("ui", passthrough("ui", *ui))  # issue #14
     if locomo is not None:
         runs.append(BenchRun("locomo", ("locomo", str(locomo), "--links", "--json")))
     return runs

@@ -8,7 +8,13 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate
 
 from engram.domain.base import BeingScopedAggregate
-from engram.domain.errors import ClusterDeleted, CrossBeingReference, InvalidInput, RootClusterImmutable
+from engram.domain.errors import (
+    ClusterDeleted,
+    CrossBeingReference,
+    InvalidInput,
+    InvalidTransition,
+    RootClusterImmutable,
+)
 from engram.domain.text import check_text
 
 ROOT_NAMES = ("Business", "Private")
@@ -53,6 +59,30 @@ class Cluster(BeingScopedAggregate):
 
         def apply(self, cluster: Cluster) -> None:
             cluster.deleted = True
+
+    class SplitUndone(Deleted):
+        """An undo (ADR 0078): a cluster split off another (spec ❻) is folded back into it, its nodes
+        moved there first. A `Deleted`, so what reads a deletion reads this one too."""
+
+        TOPIC = "engram.Cluster.SplitUndone"
+        class_version = 1
+        undo_id: UUID
+        into_id: UUID
+
+    class MergeUndone(Event):
+        """An undo (ADR 0078): a cluster a small-cluster merge (spec ❼) deleted is alive again. It
+        carries its name, parent and creation time, so the views make its row again without looking
+        back at older events."""
+
+        TOPIC = "engram.Cluster.MergeUndone"
+        class_version = 1
+        undo_id: UUID
+        name: str
+        parent_id: UUID
+        created_at: datetime
+
+        def apply(self, cluster: Cluster) -> None:
+            cluster.deleted = False
 
     def __init__(self, being_id: UUID, name: str, parent_id: UUID | None, is_root: bool) -> None:
         self.being_id = being_id
@@ -124,3 +154,31 @@ class Cluster(BeingScopedAggregate):
             raise RootClusterImmutable(f"root cluster {self.name!r} is never deleted")
         self.require_alive()
         self._emit(self.Deleted, at, reason=reason)
+
+    def undo_split(self, into: Cluster, undo_id: UUID, at: datetime) -> None:
+        """Fold this cluster back into `into`, the cluster it was split off (its nodes moved first)."""
+        if self.is_root:
+            raise RootClusterImmutable(f"root cluster {self.name!r} is never deleted")
+        self.require_alive()
+        into.require_same_being(self.being_id)
+        into.require_alive()
+        self._emit(
+            self.SplitUndone,
+            at,
+            reason=f"split undone: folded back into {into.id}",
+            undo_id=undo_id,
+            into_id=into.id,
+        )
+
+    def undo_merge(self, undo_id: UUID, at: datetime) -> None:
+        """Bring back this cluster, deleted by a merge into another (its nodes are moved back after)."""
+        if not self.deleted:
+            raise InvalidTransition(f"cluster {self.id} is not deleted")
+        self._emit(
+            self.MergeUndone,
+            at,
+            undo_id=undo_id,
+            name=self.name,
+            parent_id=self.parent_id,
+            created_at=self.created_on,
+        )

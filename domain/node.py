@@ -115,6 +115,15 @@ class MemoryNode(BeingScopedAggregate):
         def apply(self, node: MemoryNode) -> None:
             node.cluster_id = self.cluster_id
 
+    class MovedByUndo(MovedToCluster):
+        """An undo (ADR 0078): a node a cluster merge or split had moved goes back, or a node that
+        joined a split-off cluster since goes with it into the cluster it is folded back into. A
+        `MovedToCluster`, so what reads a move reads this one too; `undo_id` names the undo."""
+
+        TOPIC = "engram.MemoryNode.MovedByUndo"
+        class_version = 1
+        undo_id: UUID
+
     class Pinned(Event):
         TOPIC = "engram.MemoryNode.Pinned"
         class_version = 1
@@ -386,6 +395,16 @@ class MemoryNode(BeingScopedAggregate):
         cluster.require_alive()
         if cluster.id != self.cluster_id:
             self._emit(self.MovedToCluster, at, cluster_id=cluster.id, from_cluster_id=self.cluster_id)
+
+    def move_by_undo(self, cluster: Cluster, undo_id: UUID, at: datetime) -> None:
+        """Move back, reversing a cluster merge or split (ADR 0078)."""
+        cluster.require_same_being(self.being_id)
+        cluster.require_alive()
+        if cluster.id == self.cluster_id:
+            raise InvalidTransition(f"node {self.id} is in cluster {cluster.id} already")
+        self._emit(
+            self.MovedByUndo, at, cluster_id=cluster.id, from_cluster_id=self.cluster_id, undo_id=undo_id
+        )
 
     def pin(self, at: datetime) -> None:
         if self.status == NodeStatus.DEAD:

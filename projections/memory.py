@@ -235,6 +235,24 @@ class MemoryView(Projection):
             }
         )
 
+    @handles(Cluster.MergeUndone)
+    def _cluster_merge_undone(self, batch: Batch, e: Cluster.MergeUndone) -> None:
+        # The row a merge deleted, made again from the event (ADR 0078); its nodes come back after it.
+        batch.clusters.put(
+            {
+                "id": str(e.originator_id),
+                "being_id": str(e.being_id),
+                "name": e.name,
+                "parent_id": str(e.parent_id),
+                "is_root": False,
+                "active_count": 0,
+                "total_count": 0,
+                "created_at": e.created_at.isoformat(),
+                "version": e.originator_version,
+                "position": batch.position,
+            }
+        )
+
     @handles(Cluster.Renamed)
     def _cluster_renamed(self, batch: Batch, e: Cluster.Renamed) -> None:
         row = batch.clusters.get(batch.conn, str(e.originator_id))
@@ -242,7 +260,7 @@ class MemoryView(Projection):
             row.update(name=e.name, version=e.originator_version, position=batch.position)
             batch.clusters.put(row)
 
-    @handles(Cluster.Deleted)
+    @handles(Cluster.Deleted, Cluster.SplitUndone)
     def _cluster_deleted(self, batch: Batch, e: Cluster.Deleted) -> None:
         batch.clusters.delete(str(e.originator_id))
 
@@ -290,7 +308,7 @@ class MemoryView(Projection):
         row["embedding_model"] = e.embedding.model
         self._save(batch, row, e)
 
-    @handles(MemoryNode.MovedToCluster)
+    @handles(MemoryNode.MovedToCluster, MemoryNode.MovedByUndo)
     def _moved(self, batch: Batch, e: MemoryNode.MovedToCluster) -> None:
         row = self._node(batch, e)
         active = 1 if row["status"] == NodeStatus.ACTIVE else 0

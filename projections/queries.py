@@ -207,7 +207,11 @@ class ReadModels:
         if where is not None:
             conditions.append(f"({where[0]})")
             params += where[1]
-        order_by = {"created_at": "created_at, id", "recent": "last_activated_at DESC, id"}[order]
+        order_by = {
+            "created_at": "created_at, id",
+            "recent": "last_activated_at DESC, id",
+            "seq": "seq",  # the order they were noted, on the index `sequence` (a page of a large cluster)
+        }[order]
         tail = f"ORDER BY {order_by}" + (f" LIMIT {int(limit)}" if limit else "")
         return [
             _decode_node(r) for r in self._select("memory", NODES, " AND ".join(conditions), params, tail)

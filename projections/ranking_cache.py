@@ -35,11 +35,17 @@ def _columns(dialect: str) -> str:
 
     `asks`: the action holds a question mark, as `services.query_text.is_question` reads it."""
     asks = "instr(action, ?) > 0" if dialect == "sqlite" else "strpos(action, ?) > 0"
-    return f"id, seq, status, importance, last_activated_at, when_json, {asks} AS asks"
+    return f"id, seq, status, importance, last_activated_at, when_json, actors, {asks} AS asks"
 
 
 def _epoch(iso: str | None) -> float:
     return _dt.datetime.fromisoformat(iso).timestamp() if iso else 0.0
+
+
+def actor_words(actors: str | None) -> frozenset[str]:
+    """The words of a node's actors field (space-joined names), lower case: what a query's names are
+    matched against (`BeingRanking.actors`, the `speaker` weight of `services/ranking.py`)."""
+    return frozenset(w.lower() for w in (actors or "").split() if w)
 
 
 def _plain_day(when_json: str | None) -> str | None:
@@ -56,10 +62,12 @@ class BeingRanking:
     """One being's ranking columns, a slot per node in `seq` order."""
 
     __slots__ = (
+        "_actor_sets",
         "_days",
         "_last_seq",
         "_statuses",
         "activated",
+        "actors",
         "asks",
         "day",
         "ids",
@@ -84,7 +92,9 @@ class BeingRanking:
         self.day: list[str | None] = []  # the plain date of `when`, when it is one
         self.when: dict[int, str] = {}  # `when_json` of the slots whose `when` is not one plain date
         self.asks = bytearray()
+        self.actors: list[frozenset[str]] = []  # the words of each slot's actors, lower case
         self._statuses = statuses
+        self._actor_sets: dict[str, frozenset[str]] = {}  # one set per distinct actors field
         self._days: dict[str, str] = {}  # one string per distinct day
         self._last_seq = -1
 
@@ -112,6 +122,11 @@ class BeingRanking:
         else:
             self.when.pop(slot, None)
         self.asks[slot] = 1 if row["asks"] else 0
+        actors = str(row.get("actors") or "")
+        found = self._actor_sets.get(actors)
+        if found is None:
+            found = self._actor_sets[actors] = actor_words(actors)
+        self.actors[slot] = found
 
     def apply(self, rows: Iterable[Row]) -> bool:
         """Take in rows read from the view (new ones in `seq` order); False when a new row would not
@@ -134,6 +149,7 @@ class BeingRanking:
                 self.activated.append(0.0)
                 self.day.append(None)
                 self.asks.append(0)
+                self.actors.append(frozenset())
             self._put(slot, row)
         return True
 

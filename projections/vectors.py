@@ -250,7 +250,20 @@ class VectorsView(Projection):
             }
         )
 
-    @handles(Cluster.Deleted)
+    @handles(Cluster.MergeUndone)
+    def _cluster_merge_undone(self, batch: Batch, e: Cluster.MergeUndone) -> None:
+        # Alive again (ADR 0078): the centroids come back as its nodes are moved back into it.
+        batch.vector_clusters.put(
+            {
+                "id": str(e.originator_id),
+                "being_id": str(e.being_id),
+                "parent_id": str(e.parent_id),
+                "is_root": False,
+                "position": batch.position,
+            }
+        )
+
+    @handles(Cluster.Deleted, Cluster.SplitUndone)
     def _cluster_deleted(self, batch: Batch, e: Cluster.Deleted) -> None:
         batch.vector_clusters.delete(str(e.originator_id))
         for key, row in list(batch.centroids.rows.items()):
@@ -307,7 +320,7 @@ class VectorsView(Projection):
 
         self._change(batch, e, change)
 
-    @handles(MemoryNode.MovedToCluster)
+    @handles(MemoryNode.MovedToCluster, MemoryNode.MovedByUndo)
     def _moved(self, batch: Batch, e: MemoryNode.MovedToCluster) -> None:
         self._change(batch, e, lambda r: r.update(cluster_id=str(e.cluster_id)))
 

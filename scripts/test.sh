@@ -16,6 +16,17 @@ if ! have_pg; then
   fi
 fi
 
+# The memory explorer's browser tests drive Debian's chromium through chromium-driver (ADR 0084).
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "installing chromium and chromium-driver (Debian packages)…" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "chromium is not installed and this is not root: the browser tests will skip" >&2
+  fi
+fi
+
 python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e ".[dev]"

@@ -97,6 +97,12 @@ class AuditQueries:
             raise NotFound(f"{kind.value} {ref} not found")
         return events
 
+    def events(self, kind: str, ref: str, *, being: str | None = None) -> list[Any]:
+        """The aggregate's events, oldest first, checked as `history` checks them (the explorer's
+        timeline replays them once, ADR 0086)."""
+        being_id = resolve_being(self.store, being).id if being else None
+        return self._events(_kind(kind), ref, being_id)
+
     def history(self, kind: str, ref: str, *, being: str | None = None) -> list[dict[str, Any]]:
         """Every event of one aggregate, oldest first."""
         k = _kind(kind)
@@ -169,6 +175,10 @@ class AuditQueries:
             out = entries + out
             stop = start - 1
         return out[-limit:]
+
+    def entry(self, notification: Any, being_id: UUID | None = None) -> dict[str, Any] | None:
+        """One log entry as `log` gives it (None: not of `being_id`); `log_view` filters with it."""
+        return self._entry(notification, being_id)
 
     def _entry(self, notification: Any, being_id: UUID | None) -> dict[str, Any] | None:
         event = self.store.decode(notification)

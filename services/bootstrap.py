@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse, urlunparse
+from uuid import UUID
 
 from engram.projections.engine import Projection
 from engram.projections.vector_index import VectorIndex
@@ -25,7 +26,7 @@ from engram.services.lineage import ViewsIndex, WhyQueries
 from engram.services.messages import MessageCommands
 from engram.services.nodes import NodeCommands
 from engram.services.notes import NoteCommands
-from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen
+from engram.services.ports import LLM, Clock, Embedder, IdFactory, Listen, TableScrub
 from engram.services.runner import CommandRunner
 from engram.services.store import AggregateStore
 from engram.services.views import Views
@@ -241,7 +242,12 @@ class Engram:
         """Undo of a recorded decision (ADR 0072); admins only, no MCP tool."""
         from engram.services.undo import UndoCommands
 
-        return UndoCommands(self.store, self.clock)
+        return UndoCommands(self.store, self.clock, members=self._cluster_members)
+
+    def _cluster_members(self, being_id: UUID, cluster_id: UUID) -> list[UUID]:
+        """Every node in a cluster now, from the memory view caught up (undo of a split, ADR 0078)."""
+        self.views.ensure(names=["memory"], being=being_id)
+        return [UUID(str(r["id"])) for r in self.views.read.nodes(being_id, cluster_id=cluster_id)]
 
     @cached_property
     def reading(self) -> Reading:
@@ -317,11 +323,23 @@ class Engram:
         from engram.adapters.eventstore.shredding_storage import ShreddingStorage
         from engram.adapters.journal_files import JournalFolder
         from engram.services.erasure import Forgetting
+        from engram.services.erasure_purge import ViewPurge
 
         keys = self.store.app.keys  # type: ignore[attr-defined]  # the EventLog's key store
         root = self.settings.journal_dir or self.settings.data_dir / "journals"
         storage = ShreddingStorage(self.store.app, self.settings.data_dir)
-        return Forgetting(self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock)
+        purge = ViewPurge(lambda: self.views, self._table_scrub())
+        return Forgetting(
+            self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock, purge
+        )
+
+    def _table_scrub(self) -> TableScrub:
+        """What rewrites the view tables an erasure deleted rows from (ADR 0077)."""
+        from engram.adapters.views.table_scrub import NoTableScrub, PostgresTableScrub
+
+        if self.settings.database_url is None:
+            return NoTableScrub()
+        return PostgresTableScrub(*_split_schema(self.settings.database_url.get_secret_value()))
 
     @cached_property
     def item_forgetting(self) -> ItemForgetting:
@@ -408,9 +426,11 @@ class Engram:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            from engram.adapters.embedders import build_embedder
+            from engram.adapters.embedders.live import build_live_embedder
+            from engram.services.live_embedder import live_model
 
-            self._embedder = build_embedder(self.settings)
+            # The model the log says is live wins over the configured one (ADR 0079).
+            self._embedder = build_live_embedder(self.settings, live_model(self.store))
         return self._embedder
 
     @property

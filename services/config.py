@@ -72,8 +72,10 @@ class Settings(EnvSettings):
             raise ValueError("not a postgresql:// URL")
         return value if text else None
 
-    embedder: Literal["offline", "openai", "hashing"] = Field(
-        "offline", description="offline = MiniLM ONNX (no network); openai = text-embedding-3-small."
+    embedder: Literal["offline", "openai", "hashing", "e5-small"] = Field(
+        "offline",
+        description="offline = MiniLM ONNX (no network); e5-small = multilingual-e5-small 4-bit "
+        "(no network, extra `e5`, ADR 0080); openai = text-embedding-3-small.",
     )
     embedding_model: str = Field("text-embedding-3-small", description="Model name for the openai embedder.")
     embedding_batch_size: int = Field(256, ge=1, le=2048)

@@ -45,6 +45,8 @@ def setting_for(model_id: str) -> str:
     """The settings that choose the embedder with this model id."""
     if model_id.startswith("minilm"):
         return "ENGRAM_EMBEDDER=offline"
+    if model_id.startswith("e5-small"):
+        return "ENGRAM_EMBEDDER=e5-small"
     if model_id.startswith("hashing"):
         return "ENGRAM_EMBEDDER=hashing"
     if model_id.startswith("openai:"):
@@ -56,6 +58,8 @@ def migrate_target(model_id: str) -> str:
     """The `engram embeddings migrate --to` value that gives vectors of this model id."""
     if model_id.startswith("minilm"):
         return "offline"
+    if model_id.startswith("e5-small"):
+        return "e5-small"
     if model_id.startswith("hashing-"):
         dim = model_id.removeprefix("hashing-")
         return "hashing" if dim == "384" else f"hashing:{dim}"

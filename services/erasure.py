@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from engram.domain.erasure import Erasure, being_erasure_id
 from engram.domain.ids import being_id_for_name
 from engram.services.beings import parse_uuid, resolve_being
+from engram.services.erasure_purge import ViewPurge
 from engram.services.errors import Conflict
 from engram.services.journal_markdown import journal_folder
 from engram.services.key_store import KeyStore, ShreddableLog
@@ -51,8 +52,12 @@ class Forgetting:
         views: Callable[[], Views],
         journals: JournalFiles,
         clock: Clock,
+        purge: ViewPurge | None = None,
     ) -> None:
+        """`purge`: deletes the being's rows from the views (ADR 0077); without it every view is
+        rebuilt instead (ADR 0073's way, which `engram bench erasure` measures beside it)."""
         self.store = store
+        self.purge = purge
         self.keys = keys
         self.storage = storage
         self.views = views
@@ -117,9 +122,18 @@ class Forgetting:
         self.store.cache.clear()
         self.store.known_beings.clear()
         counts["snapshots"] = self.storage.drop_sealed_snapshots(being_id)
-        # Every view rebuilt from the log: the being's events now read as erased and no projection
-        # handles those, so its rows (full text and vectors too) are not in the new generations.
-        counts["views_rebuilt"] = len(self.views().rebuild_all(progress=progress))
+        if self.purge is not None:
+            # The being's rows, full-text table and vectors deleted from each view (ADR 0077): what
+            # a rebuild would leave out, as its events now read as erased.
+            purged = self.purge.purge_being(being_id, progress=progress)
+            counts["view_rows"] = purged.row_count
+            counts["vector_points"] = purged.point_count
+            counts["views_rebuilt"] = len(purged.rebuilt)
+            counts["tables_rewritten"] = len(purged.scrubbed)
+        else:
+            # Every view rebuilt from the log: the being's events now read as erased and no
+            # projection handles those, so its rows are not in the new generations.
+            counts["views_rebuilt"] = len(self.views().rebuild_all(progress=progress))
         receipt = Erasure.record(receipt_id, being_id, "being", str(being_id), by, counts, self.clock.now())
         position = self.store.save(receipt)
         counts["files_scrubbed"] = len(self.storage.scrub())

@@ -36,6 +36,7 @@ from engram.projections.fact_queries import FactReads
 from engram.projections.fact_search import FactSearch
 from engram.projections.note_search import terms
 from engram.services.beings import resolve_being_id
+from engram.services.embedding_roles import embed_queries
 from engram.services.ports import Reads
 from engram.services.thresholds import thresholds_for
 
@@ -406,7 +407,7 @@ class FactSearching:
             return None
         if self.embed_facts(owners, BACKFILL):
             self.e.views.ensure(names=SEARCH_VIEWS)
-        [embedding] = self.e.embedder.embed([query])
+        [embedding] = embed_queries(self.e.embedder, [query])
         return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
 
     def _ranked(

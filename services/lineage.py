@@ -97,8 +97,9 @@ class ViewsIndex:
         return self.views.importance.scored_by(being_id, memory_id)
 
 
-_UNDOABLE = ("AbsorbedNodes", "Superseded", "Merged")
-"""The events that are decisions undo can reverse (ADR 0072): their id is `AGGREGATE@VERSION`."""
+_UNDOABLE = ("AbsorbedNodes", "Superseded", "Merged", "Deleted", "Created")
+"""The events that are decisions undo can reverse (ADR 0072; a cluster's merge or split, ADR 0078):
+their id is `AGGREGATE@VERSION`."""
 
 
 def undo_records(

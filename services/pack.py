@@ -23,6 +23,7 @@ from engram.domain.errors import DomainError, InvalidInput
 from engram.domain.note import Note
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
+from engram.services.embedding_roles import embed_queries
 from engram.services.ports import Reads
 from engram.services.ranking import fuse_reciprocal
 from engram.services.reading import Reading
@@ -147,7 +148,7 @@ class Packing:
         search = self.e.views.note_search
         now = utc_text(self.e.clock.now())
         n = max(limit * CANDIDATES_PER_NOTE, MIN_CANDIDATES)
-        [embedding] = self.e.embedder.embed([query])
+        [embedding] = embed_queries(self.e.embedder, [query])
         vector = np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
         semantic = search.semantic(being_id, embedding.model, vector, now, n)
         lexical = search.lexical(being_id, query, now, n)

@@ -204,6 +204,16 @@ class ViewStorage(Protocol):
     def close(self) -> None: ...
 
 
+class TableScrub(Protocol):
+    """Makes the bytes of deleted view rows unrecoverable from the files of their tables (ADR 0077):
+    PostgreSQL keeps dead tuples, and the free space of its pages, until the table is rewritten."""
+
+    def scrub_tables(self, tables: Sequence[str]) -> list[str]:
+        """Rewrite `tables` (physical names) so no deleted row is left in their files; returns what
+        was rewritten (none where the store scrubs its files otherwise, as SQLite's VACUUM)."""
+        ...
+
+
 class Lock(Protocol):
     """An exclusive lock that dies with its process (adapters/locks.py)."""
 

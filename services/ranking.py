@@ -22,8 +22,9 @@ last activation, `when`, order of noting, whether it asks: `projections/ranking_
 
   then the 20 best pass a share of their score to the memories noted up to 2 steps before and after
   them on the same day (0.3, a third of that per further step; 0.8 from a question to the memory
-  after it, its answer), each memory adding the best share it is offered; a memory that asks a
-  question keeps 0.9 of its score.
+  after it, its answer), each memory adding the best share it is offered; a memory said by an
+  actor the query names then gains 0.8 (ADR 0082); a memory that asks a question keeps 0.9 of its
+  score.
 
 - `rrf` (profile `rrf`): reciprocal rank fusion of the channels' ranks, Σ weight / (60 + rank),
   plus 0.002·importance.
@@ -80,6 +81,8 @@ class Profile:
     """A memory that asks a question keeps (1 − this) of its own score."""
     actors_apart: bool = True
     """Names of the being's actors match the actors field only, and leave the semantic query."""
+    speaker: float = 0.0
+    """Added to a memory whose actors include one the query names (ADR 0082)."""
 
     def candidates_for(self, k: int) -> int:
         """How many candidates each channel brings for a query of `k` results."""
@@ -99,6 +102,7 @@ PROFILES: dict[str, Profile] = {
         neighbours=0.3,
         answers=0.8,
         question_penalty=0.1,
+        speaker=0.8,
     ),
     "rrf": Profile("rrf", "rrf", semantic=1.0, lexical=1.0, importance=0.002, recency=0.0),
     # spec 001: 0.50·semantic + 0.28·lexical + 0.10·confidence + 0.07·recency + 0.05·channel
@@ -128,15 +132,18 @@ def rank(
     statuses: Collection[str],
     now: _dt.datetime,
     exclude: Collection[str] = (),
+    actors: Collection[str] = (),
 ) -> list[tuple[str, float]]:
     """`query`'s `k` best (node id, score), best first, for the query `text`: its candidates from both
     channels and, when the profile lets neighbours share, the memories around the best of them among
     `statuses`, scored by `p` on the being's `ranking` columns as of `now`. Nodes in `exclude` (hidden:
     sensitive or expired; the callers leave them out of the channels too) may still be reached as a
-    neighbour, and are then dropped: never one of the `k`."""
+    neighbour, and are then dropped: never one of the `k`. `actors`: the words of `text` that name
+    one of the being's actors (the `speaker` weight favours the memories of those actors)."""
     slots = ranking.slots(i for i, _ in lexical)
     slots.update(ranking.slots(i for i, _ in semantic if i not in slots))  # each id looked up once
     dates = query_dates(text) if p.dates > 0 else []
+    named = frozenset(a.lower() for a in actors) if p.speaker > 0 else frozenset()
     scores = combine(p, semantic, lexical, ranking, slots, now, dates)
     if slots and (p.neighbours > 0 or p.answers > 0):
         seeds = [i for i, _ in best_of(scores, p.neighbour_seeds)]
@@ -146,6 +153,9 @@ def rank(
         slots.update(extra)
         scores.update(combine(p, semantic, lexical, ranking, extra, now, dates))
         scores = spread_to_neighbours(p, scores, ranking, slots, seeds)
+    if named:  # after the neighbours' shares: a reply to the named actor's memory gains nothing from it
+        actors_of, bonus = ranking.actors, p.speaker
+        scores = {i: s + bonus if not named.isdisjoint(actors_of[slots[i]]) else s for i, s in scores.items()}
     if p.question_penalty > 0:
         asks, keep = ranking.asks, 1 - p.question_penalty
         scores = {i: s * keep if asks[slots[i]] else s for i, s in scores.items()}

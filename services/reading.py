@@ -32,11 +32,13 @@ from engram.domain.scene import Scene
 from engram.domain.text import check_text
 from engram.projections.notes import utc_text
 from engram.services.beings import resolve_being_id
+from engram.services.embedding_roles import embed_queries
 from engram.services.errors import NotFound
 from engram.services.link_expansion import LinkHop, follow_links
 from engram.services.ports import Reads
 from engram.services.query_text import strip_words
 from engram.services.ranking import profile, rank
+from engram.services.score_parts import parts as score_parts
 from engram.services.sessions import ConversationContext, conversation_context
 from engram.services.thresholds import thresholds_for
 
@@ -126,6 +128,13 @@ class Recalled(BaseModel):
 class Found(BaseModel):
     nodes: list[NodeView]
     position: int | None = None
+
+
+class Explained(Found):
+    """`query`'s hits with each hit's score broken down by its parts (`score_parts`), by node id; a
+    hit that came in by following a link has none."""
+
+    parts: dict[str, dict[str, float]] = Field(default_factory=dict)
 
 
 class Searched(Found):
@@ -277,7 +286,7 @@ class Reading:
         return self.e.views.read.hidden_nodes(being_id, utc_text(self.e.clock.now()))
 
     def _vector(self, text: str) -> tuple[str, np.ndarray[Any, np.dtype[np.float32]]]:
-        [embedding] = self.e.embedder.embed([text])
+        [embedding] = embed_queries(self.e.embedder, [text])
         return embedding.model, np.frombuffer(embedding.data, dtype="<f4").astype(np.float32)
 
     @staticmethod
@@ -421,10 +430,12 @@ class Reading:
         reactivate: bool = True,
         vector: np.ndarray[Any, np.dtype[np.float32]] | None = None,
         links: bool | None = None,
+        explain: bool = False,
     ) -> Found:
         """Ranked retrieval: semantic + lexical (full-text index) + dates + neighbours + importance +
         recency, by profile (ADR 0008). `links` (default: the `query_links` setting): the nodes
-        linked to the top 3 hits, 2 each, come in after their hit (ADR 0063)."""
+        linked to the top 3 hits, 2 each, come in after their hit (ADR 0063). `explain`: an
+        `Explained`, each hit's score broken down by its parts."""
         if not 1 <= k <= MAX_QUERY_K:
             raise InvalidInput(f"k is between 1 and {MAX_QUERY_K}")
         p = profile(profile_name)
@@ -457,25 +468,35 @@ class Reading:
             else:
                 lexical, semantic = [], search_vectors()
             lexical = [hit for hit in lexical if hit[0] not in hidden]
+            ranking, now = read.ranking(being_id), self.e.clock.now()
             best = rank(
                 p,
-                read.ranking(being_id),
+                ranking,
                 semantic,
                 lexical,
                 text=text,
                 k=k,
                 statuses=statuses,
-                now=self.e.clock.now(),
+                now=now,
                 exclude=hidden,
+                actors=names,
+            )
+            explained = (
+                score_parts(p, ranking, semantic, lexical, best, text=text, now=now, actors=names)
+                if explain
+                else {}
             )
             full = {r["id"]: r for r in read.nodes(being_id, ids=[UUID(i) for i, _ in best])}
         hits = [NodeView.of(full[i], s) for i, s in best if i in full]
         if self._follows_links(links):
             hits = self._follow_links(being_id, hits, k, set(statuses), hidden)
         if not reactivate:
-            return Found(nodes=hits)
+            return Explained(nodes=hits, parts=explained) if explain else Found(nodes=hits)
         done = self.reactivate(being_id, [h.id for h in hits], ReactivationSource.QUERY)
-        return Found(nodes=[done.applied(h) for h in hits], position=done.position)
+        nodes = [done.applied(h) for h in hits]
+        if explain:
+            return Explained(nodes=nodes, position=done.position, parts=explained)
+        return Found(nodes=nodes, position=done.position)
 
     # -- context -------------------------------------------------------------------------------
 

@@ -2,11 +2,13 @@
 
 A decision is named `ID@VERSION`: the aggregate and the version of the event that made the change, as
 `engram history` prints it — a consolidation's survivor node and its `AbsorbedNodes` event, a
-superseded note and its `Superseded` event (a manual supersede), or an entity map and its `Merged`
-event. Undo never deletes an event: it saves an `Undo` record and the compensating events
-(`AbsorptionUndone` on the survivor, `Unabsorbed` on each absorbed node; `SupersedeUndone` and
-`SupersedesUndone` on the two notes; `EntityMap.Unmerged`) in one transaction, so the views follow
-and a rebuild gives the same views.
+superseded note and its `Superseded` event (a manual supersede), an entity map and its `Merged`
+event, or a cluster: its `Deleted` event for a merge (spec ❼), its `Created` for a split (spec ❻),
+whose moves and dependents `undo_clusters.py` reads (ADR 0078). Undo never deletes an event: it
+saves an `Undo` record and the compensating events (`AbsorptionUndone` on the survivor, `Unabsorbed`
+on each absorbed node; `SupersedeUndone` and `SupersedesUndone` on the two notes;
+`EntityMap.Unmerged`; `Cluster.MergeUndone` or `SplitUndone` and `MovedByUndo` on the nodes) in one
+transaction, so the views follow and a rebuild gives the same views.
 
 A decision that later events depend on (the survivor absorbed more nodes, or was itself absorbed) is
 refused with the dependents named; with `cascade` the dependents are undone first, newest first.
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+import structlog
+
 from engram.domain.cluster import Cluster
 from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
@@ -29,14 +33,29 @@ from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import Conflict, NotFound
 from engram.services.ports import Clock
 from engram.services.store import AggregateStore
+from engram.services.undo_clusters import (
+    CLUSTER_MERGE,
+    CLUSTER_SPLIT,
+    ClusterChange,
+    Members,
+    cluster_dependents,
+    joiners,
+    merge_change,
+    move_decision,
+    node_dependents,
+    split_change,
+)
+
+log = structlog.get_logger("engram.services.undo")
 
 CONSOLIDATION = "consolidation"
 ALIAS_MERGE = "alias-merge"
 SUPERSEDE = "supersede"
 NO_REASON = "no reason given"
 
-# Events on an absorbed node after its merge that an undo may pass over: a read of a dead node.
-_HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated,)
+# Events on an absorbed node after its merge that an undo may pass over: a read of a dead node, and a
+# move back by the undo of a later cluster merge or split.
+_HARMLESS_AFTER_ABSORBED = (MemoryNode.Reactivated, MemoryNode.MovedByUndo)
 
 
 class AlreadyUndone(Conflict):
@@ -60,9 +79,22 @@ class UndoStep:
     released: list[Any]
     absorbed_versions: dict[UUID, int]
     into: str | None = None
+    joined: tuple[UUID, ...] = ()
+    """A split: the nodes that joined the split-off cluster since, folded back with it."""
 
     def describe(self) -> str:
         ids = ", ".join(str(i) for i in self.released)
+        if self.kind == CLUSTER_MERGE:
+            return (
+                f"undo {self.kind} {self.decision}: cluster {self.survivor} is alive again and takes back "
+                f"{len(self.released)} node{'' if len(self.released) == 1 else 's'} from {self.into} ({ids})"
+            )
+        if self.kind == CLUSTER_SPLIT:
+            joined = f"; with {len(self.joined)} node(s) that joined it since" if self.joined else ""
+            return (
+                f"undo {self.kind} {self.decision}: cluster {self.survivor} is folded back into {self.into}, "
+                f"its {len(self.released)} node{'' if len(self.released) == 1 else 's'} with it ({ids}){joined}"
+            )
         if self.kind == ALIAS_MERGE:
             return (
                 f"undo {self.kind} {self.decision}: entity {self.released[0]} no longer reads as {self.into}"
@@ -78,6 +110,7 @@ class UndoStep:
             "survivor": str(self.survivor),
             "released": [str(i) for i in self.released],
             **({"into": self.into} if self.into is not None else {}),
+            **({"joined": [str(i) for i in self.joined]} if self.joined else {}),
         }
 
 
@@ -114,15 +147,18 @@ def parse_decision(decision: str) -> tuple[UUID, int]:
     if not sep or node_id is None or not version.isdigit() or int(version) < 1:
         raise InvalidInput(
             f"{decision!r} is not a decision id; a decision is ID@VERSION as `engram history` shows it: "
-            "a survivor node's AbsorbedNodes event, or a note's Superseded event"
+            "a survivor node's AbsorbedNodes event, a note's Superseded event, an entity map's Merged "
+            "event, a merged cluster's Deleted event or a split-off cluster's Created event"
         )
     return node_id, int(version)
 
 
 class UndoCommands:
-    def __init__(self, store: AggregateStore, clock: Clock) -> None:
+    def __init__(self, store: AggregateStore, clock: Clock, members: Members | None = None) -> None:
         self.store = store
         self.clock = clock
+        # A cluster's nodes now (the memory view): who joined a split-off cluster since (ADR 0078).
+        self.members = members
 
     # -- planning -------------------------------------------------------------------------------
 
@@ -141,8 +177,10 @@ class UndoCommands:
 
     def _being_of(self, aggregate_id: UUID, name: str) -> UUID:
         events = self.store.events(aggregate_id, lte=1)
-        if not events or not isinstance(events[0], MemoryNode.Created | Note.Noted | EntityMap.Started):
-            raise NotFound(f"decision {name} not found: no node, note or entity map {aggregate_id}")
+        if not events or not isinstance(
+            events[0], MemoryNode.Created | Note.Noted | EntityMap.Started | Cluster.Created
+        ):
+            raise NotFound(f"decision {name} not found: no node, note, entity map or cluster {aggregate_id}")
         return UUID(str(events[0].being_id))
 
     def _collect(
@@ -164,16 +202,31 @@ class UndoCommands:
         if isinstance(merged, EntityMap.Merged):
             self._alias_merge(name, node_id, merged, events[version:], plan)
             return
+        if type(merged) is Cluster.Deleted:
+            self._cluster_change(
+                being_id, merge_change(self.store, name, node_id, merged), plan, cascade, seen
+            )
+            return
+        if isinstance(merged, Cluster.Created):
+            self._cluster_change(
+                being_id, split_change(self.store, name, node_id, merged), plan, cascade, seen
+            )
+            return
         if not isinstance(merged, MemoryNode.AbsorbedNodes):
             raise InvalidInput(
                 f"{name} is a {type(merged).__name__} event, not a decision undo can reverse "
-                "(a consolidation: the survivor's AbsorbedNodes event; a supersede: the note's Superseded event)"
+                "(a consolidation: the survivor's AbsorbedNodes event; a supersede: the note's Superseded "
+                "event; a cluster merge: the merged cluster's Deleted event; a split: the new cluster's "
+                "Created event)"
             )
         absorbed_versions: dict[UUID, int] = {}
+        # Cluster merges or splits that moved an absorbed node since (a dead node moves with its
+        # cluster, ADR 0078): dependents, undone first so that it is back in its cluster.
+        moved: list[str] = []
         for absorbed_id in merged.absorbed_ids:
-            absorbed_versions[absorbed_id] = self._check_absorbed(absorbed_id, node_id, merged, plan)
-        for later in events[version:]:
-            dependent = self._dependent(being_id, node_id, later)
+            absorbed_versions[absorbed_id] = self._check_absorbed(absorbed_id, node_id, merged, plan, moved)
+        later_decisions = [self._dependent(being_id, node_id, later) for later in events[version:]]
+        for dependent in dict.fromkeys([*moved, *later_decisions]):
             if dependent is None:
                 continue
             if cascade:
@@ -214,6 +267,69 @@ class UndoCommands:
             )
         )
 
+    def _cluster_change(
+        self, being_id: UUID, change: ClusterChange, plan: UndoPlan, cascade: bool, seen: set[str]
+    ) -> None:
+        """A cluster merge or split (ADR 0078): its later dependents, then its step."""
+        name = f"{change.cluster_id}@{change.version}"
+        what = "merge" if change.kind == CLUSTER_MERGE else "split"
+        if not change.moved:
+            plan.blockers.append(f"no node moves were found beside {name} in the log")
+        dependents: list[str] = []
+        # The clusters the undo brings nodes back into must be alive by then: merged away since is a
+        # dependent decision, deleted otherwise a blocker.
+        alive = (change.cluster_id, change.other_id) if change.kind == CLUSTER_SPLIT else ()
+        for cluster_id in alive:
+            found, blockers = cluster_dependents(self.store, cluster_id, change.position)
+            dependents += found
+            plan.blockers += blockers
+        if change.kind == CLUSTER_MERGE:
+            parent = self.store.get(Cluster, self.store.get(Cluster, change.cluster_id).parent_id)
+            if parent.deleted:
+                plan.blockers.append(f"cluster {change.cluster_id}'s parent {parent.id} was deleted since")
+        later: list[tuple[str, Any]] = []
+        for node_id, version in change.moved.items():
+            later += node_dependents(self.store, node_id, version, what)
+        joined: list[UUID] = []
+        if change.kind == CLUSTER_SPLIT and self.members is not None:
+            joined, moves = joiners(self.store, self.members(being_id, change.cluster_id), change)
+            later += [("move", m) for m in moves]
+        for kind, item in later:
+            if kind == "blocker":
+                plan.blockers.append(item)
+                continue
+            if kind == "move":
+                decision = move_decision(self.store, item)
+                if decision is None:
+                    plan.blockers.append(
+                        f"node {item.originator_id} was moved by hand since the {what} "
+                        f"(MovedToCluster at version {item.originator_version})"
+                    )
+                    continue
+            else:
+                decision = self._dependent(being_id, item.originator_id, item)
+                if decision is None:
+                    continue
+            dependents.append(decision)
+        for decision in dict.fromkeys(d for d in dependents if not self._undone(being_id, d)):
+            if cascade:
+                dep_id, dep_version = parse_decision(decision)
+                self._collect(being_id, dep_id, dep_version, plan, cascade=True, seen=seen)
+            elif decision not in plan.dependents:
+                plan.dependents.append(decision)
+        plan.steps.append(
+            UndoStep(
+                name,
+                change.kind,
+                change.cluster_id,
+                change.version,
+                list(change.moved),
+                dict(change.moved),
+                into=str(change.other_id),
+                joined=tuple(joined),
+            )
+        )
+
     def _undone(self, being_id: UUID, decision: str) -> bool:
         return self.store.find(Undo, undo_id_for(being_id, decision)) is not None
 
@@ -234,7 +350,9 @@ class UndoCommands:
             return None
         return None if self._undone(being_id, decision) else decision
 
-    def _check_absorbed(self, absorbed_id: UUID, survivor: UUID, merged: Any, plan: UndoPlan) -> int:
+    def _check_absorbed(
+        self, absorbed_id: UUID, survivor: UUID, merged: Any, plan: UndoPlan, moved: list[str]
+    ) -> int:
         events = self.store.events(absorbed_id)
         [absorbed] = [
             e
@@ -244,6 +362,12 @@ class UndoCommands:
             and e.timestamp == merged.timestamp
         ]
         for later in events[absorbed.originator_version :]:
+            if type(later) is MemoryNode.MovedToCluster:
+                decision = move_decision(self.store, later)
+                if decision is not None:
+                    if not self._undone(UUID(str(later.being_id)), decision):
+                        moved.append(decision)
+                    continue
             if not isinstance(later, _HARMLESS_AFTER_ABSORBED):
                 plan.blockers.append(
                     f"node {absorbed_id} has changed since the merge ({type(later).__name__} at version "
@@ -285,6 +409,9 @@ class UndoCommands:
         return UndoResult(plan, applied=True)
 
     def _apply(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:
+        if step.kind in (CLUSTER_MERGE, CLUSTER_SPLIT):
+            self._apply_cluster(being_id, step, reason, cascade_of)
+            return
         if step.kind == SUPERSEDE:
             self._apply_supersede(being_id, step, reason)
             return
@@ -318,6 +445,40 @@ class UndoCommands:
             node.unabsorb(node_before, self.store.get(Cluster, node.cluster_id), undo.id, at)
             changed.append(node)
         self.store.save(undo, *changed)
+
+    def _apply_cluster(self, being_id: UUID, step: UndoStep, reason: str, cascade_of: str | None) -> None:
+        """A merge: the merged cluster alive again, its nodes moved back. A split: the split-off
+        cluster's nodes now (those it took, and those that joined it since) moved back into the
+        cluster it came from, then it is folded (ADR 0078). One transaction."""
+        at = self.clock.now()
+        cluster = self.store.get(Cluster, step.survivor, being_id=being_id)
+        other = self.store.get(Cluster, UUID(str(step.into)), being_id=being_id)
+        if step.kind == CLUSTER_SPLIT and self.members is not None:
+            # Read now, not when planned: a cascade may just have brought nodes back into it.
+            ids = self.members(being_id, cluster.id)
+        else:
+            ids = list(step.released)
+        undo = Undo.record(
+            being_id,
+            step.decision,
+            step.kind,
+            reason,
+            [str(cluster.id), str(other.id), *(str(i) for i in ids)],
+            at,
+            cascade_of=cascade_of,
+        )
+        nodes = self.store.get_many(MemoryNode, ids, being_id=being_id)
+        if step.kind == CLUSTER_MERGE:
+            cluster.undo_merge(undo.id, at)
+            for node in nodes:
+                node.move_by_undo(cluster, undo.id, at)
+            self.store.save(undo, cluster, *nodes)
+        else:
+            for node in nodes:
+                node.move_by_undo(other, undo.id, at)
+            cluster.undo_split(other, undo.id, at)
+            self.store.save(undo, *nodes, cluster)
+        log.info("cluster_decision_undone", decision=step.decision, kind=step.kind, nodes=len(nodes))
 
     def _apply_supersede(self, being_id: UUID, step: UndoStep, reason: str) -> None:
         at = self.clock.now()

@@ -88,6 +88,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     )
     _passthrough("lag", "lag_bench", "Projection lag under a sustained write load.")
     _passthrough(
+        "ui", "ui", "Each memory explorer page (/ui) at 100k nodes for a being: median and p95 (goal 300 ms)."
+    )
+    _passthrough(
         "messages",
         "messages_bench",
         "Message intake (batched import, 100k messages) in messages/s, where its time goes, and the views' catch-up.",
@@ -145,8 +148,28 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "audit_log_bench",
         "Hash chain: ingest cost and verify/s; a being's export/import per second.",
     )
+    _passthrough(
+        "locomo-models",
+        "locomo_models",
+        "Embedders side by side on LoCoMo, dense retrieval alone: recall per category and conversation, cost.",
+    )
+    _passthrough(
+        "embedder-spinning",
+        "spinning_bench",
+        "MiniLM's query embedding and throughput with onnxruntime's idle threads spinning or waiting.",
+    )
+    _passthrough(
+        "erasure",
+        "erasure_bench",
+        "forget being (100k nodes beside 10k): full rebuild vs targeted purge; sealing cost (ADR 0077).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
+    _passthrough(
+        "locomo-logic",
+        "locomo_tuning",
+        "LoCoMo retrieval logic (speaker, sessions, links) beside the default, offline, leave one conversation out.",
+    )
     _passthrough(
         "cli", "cli_bench", "Wall time of a one-shot recall and query through the CLI, per checkout."
     )

@@ -14,7 +14,7 @@ from engram.services.embedder_check import setting_for
 from engram.services.embedding_migration import EmbeddingMigration, MigrationReport
 from engram.services.ports import Embedder
 
-TARGETS = "offline, hashing, hashing:DIM, openai or openai:MODEL"
+TARGETS = "offline, e5-small, hashing, hashing:DIM, openai or openai:MODEL"
 
 
 def target_embedder(spec: str, settings: Any) -> Embedder:
@@ -26,10 +26,10 @@ def target_embedder(spec: str, settings: Any) -> Embedder:
         if arg and not arg.isdigit():
             raise InvalidInput(f"--to {spec}: the hashing embedder's dimension must be a number")
         return HashingEmbedder(int(arg)) if arg else HashingEmbedder()
-    if kind == "offline" and not arg:
+    if kind in ("offline", "e5-small") and not arg:
         from engram.adapters.embedders import build_embedder
 
-        return build_embedder(settings.model_copy(update={"embedder": "offline"}))
+        return build_embedder(settings.model_copy(update={"embedder": kind}))
     if kind == "openai":
         from engram.adapters.embedders import build_embedder
 
@@ -53,8 +53,8 @@ def _summary(report: MigrationReport, *, dry_run: bool) -> str:
     dropped = ", ".join(report.dropped) or "none"
     return (
         f"re-embedded {done} with {report.to_model} in {report.seconds:.1f} s; live from log position "
-        f"{report.position}; dropped the collections of {dropped}. Searches use it once the embedder is "
-        f"configured so: {setting_for(report.to_model)}"
+        f"{report.position}; dropped the collections of {dropped}. Searches use it from now on (the log "
+        f"says which model is live); set {setting_for(report.to_model)} to match"
     )
 
 

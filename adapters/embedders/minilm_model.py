@@ -57,6 +57,11 @@ class ModelSettings:
     expected_sha256: str = MODEL_SHA256
     max_tokens: int = MAX_TOKENS
     intra_op_threads: int | None = None
+    spinning: bool = False
+    """Idle intra-op threads spin (onnxruntime's default) rather than wait; off, see `load`."""
+
+
+SPINNING = "session.intra_op.allow_spinning"
 
 
 @dataclass(frozen=True)
@@ -171,6 +176,10 @@ def _load(settings: ModelSettings) -> LoadedModel:
     # life: one batch of 64 texts of 256 tokens left the process at 1.7 GB. Without it the
     # buffers go back after each run, at the same speed (ADR 0028).
     options.enable_cpu_mem_arena = False
+    # Idle intra-op threads wait instead of spinning: on 2 cores shared with the views, the patrol
+    # and the server, spinning workers starve everyone else, the embedder included (one query
+    # embedding, load ~15: p95 122 → 51 ms, throughput unchanged; ADR 0080, docs/recall.md).
+    options.add_session_config_entry(SPINNING, "1" if settings.spinning else "0")
     options.log_severity_level = 3
     try:
         # Loading from the verified bytes, not the path, so that the file

@@ -68,6 +68,7 @@ class MiniLMEmbedder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         max_tokens: int = MAX_TOKENS,
         intra_op_threads: int | None = None,
+        spinning: bool = False,
     ) -> None:
         if batch_size < 1:
             raise EmbedderConfigError(f"batch_size must be >= 1, got {batch_size}")
@@ -81,6 +82,7 @@ class MiniLMEmbedder:
             expected_sha256=expected_sha256.lower(),
             max_tokens=max_tokens,
             intra_op_threads=intra_op_threads,
+            spinning=spinning,
         )
         self._batch_size = batch_size
         self._loaded: LoadedModel | None = None

@@ -142,6 +142,19 @@ class Verdict:
     def ok(self) -> bool:
         return self.broken_at is None
 
+    def as_dict(self, start: int) -> dict[str, Any]:
+        """The verdict as `engram verify --json` and `GET /v1/admin/verify` give it (checked after `start`)."""
+        return {
+            "ok": self.ok,
+            "checked": self.checked,
+            "from": start,
+            "head_position": self.head_position,
+            "head_hash": self.head_hash,
+            "broken_at": self.broken_at,
+            "reason": self.reason or None,
+            "unsealed": self.unsealed,
+        }
+
 
 Rows = Callable[[int, int], list[tuple[Any, ...]]]
 """(after, limit) -> rows (position, originator_id, version, topic, state, stored hash or None) of

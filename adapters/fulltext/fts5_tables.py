@@ -136,6 +136,14 @@ def drop(conn: ViewConnection, nodes: str) -> None:
     conn.execute(f"DROP TABLE IF EXISTS {fts_registry(nodes)}")
 
 
+def drop_being(conn: ViewConnection, nodes: str, being_id: str) -> None:
+    """The being's table (its shadow tables go with it) and its place in the registry: as a
+    rebuild without the being's rows leaves them (ADR 0077)."""
+    conn.execute(f"DROP TABLE IF EXISTS {fts_table(nodes, being_id)}")
+    if exists(conn, fts_registry(nodes)):
+        conn.execute(f"DELETE FROM {fts_registry(nodes)} WHERE being_id = ?", [being_id])
+
+
 def forget(conn: ViewConnection, nodes: str, keys: Collection[str], *, stored: bool) -> list[str]:
     """Take the stored text of the rows `keys`, about to be written whole, out of their beings'
     tables; the keys to index once written. None before the generation's index is live (a

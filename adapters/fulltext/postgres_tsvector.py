@@ -56,6 +56,9 @@ class PostgresFullText:
     def drop(self, conn: ViewConnection, nodes: str) -> None:
         """The column and its index go with the table."""
 
+    def drop_being(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        """The generated column goes with the rows."""
+
     def forget(self, conn: ViewConnection, nodes: str, keys: Collection[str], *, stored: bool) -> list[str]:
         return []  # the generated column follows the row
 

@@ -32,6 +32,9 @@ class SQLiteFullText:
     def drop(self, conn: ViewConnection, nodes: str) -> None:
         fts5_tables.drop(conn, nodes)
 
+    def drop_being(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        fts5_tables.drop_being(conn, nodes, str(being_id))
+
     def forget(self, conn: ViewConnection, nodes: str, keys: Collection[str], *, stored: bool) -> list[str]:
         return fts5_tables.forget(conn, nodes, keys, stored=stored)
 

@@ -25,7 +25,10 @@ from engram.adapters.http.profile_routes import profile_routes
 from engram.adapters.http.routes import _version, admin, public, v1
 from engram.adapters.http.sleep_routes import sleep_routes
 from engram.adapters.http.undo_routes import undo_routes
+from engram.adapters.http.verify_routes import verify_routes
 from engram.adapters.http.why_routes import why_routes
+from engram.adapters.ui import ui_router
+from engram.adapters.ui.routes import mount_static
 from engram.services.bootstrap import Engram
 from engram.services.errors import ConsistencyTimeout
 from engram.services.tokens import DEV_ADMIN, TokenService
@@ -95,6 +98,7 @@ def create_app(
     )
     app.state.engram = engram
     app.state.tokens = tokens
+    app.state.ui_dev_principal = None if auth else DEV_ADMIN
     app.include_router(public)
     app.include_router(messages)  # before v1: its `/beings/{being}/{kind}/{item_id}` would take them
     app.include_router(fact_search)  # before the facts router: its /facts/{id} would take /facts/search
@@ -104,11 +108,14 @@ def create_app(
     app.include_router(link_routes)  # before v1, as messages
     app.include_router(why_routes)  # before v1, as messages
     app.include_router(undo_routes)  # before v1, as messages
+    app.include_router(verify_routes)  # before v1, as messages
     app.include_router(erasure_routes)  # before v1, as messages
     app.include_router(erasure_item_routes)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)
     app.include_router(spaces_admin)
+    app.include_router(ui_router)  # the memory explorer's pages (ADR 0084); not part of the API
+    mount_static(app)
     app.state.api_routes = [
         *public.routes,
         *messages.routes,

@@ -268,6 +268,10 @@ def _is_json(content_type: str) -> bool:
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _is_form(content_type: str | None) -> bool:
+    return (content_type or "").split(";")[0].strip().lower() == "application/x-www-form-urlencoded"
+
+
 class BodyGuard:
     def __init__(self, app: ASGIApp, *, max_body_bytes: int) -> None:
         self.app = app
@@ -302,7 +306,16 @@ class BodyGuard:
                 return
         content_type = headers.get("content-type")
         has_body = (length is not None and int(length) > 0) or "transfer-encoding" in headers
-        if scope.get("method") in BODY_METHODS and has_body and content_type and not _is_json(content_type):
+        form_page = scope.get("path", "").startswith("/ui/") and _is_form(
+            content_type
+        )  # the explorer's forms
+        if (
+            scope.get("method") in BODY_METHODS
+            and has_body
+            and content_type
+            and not _is_json(content_type)
+            and not form_page
+        ):
             await problem_response(
                 415,
                 "unsupported_media_type",

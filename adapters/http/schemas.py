@@ -142,7 +142,9 @@ class PatrolOut(BaseModel):
 
 class HistoryEvent(BaseModel):
     version: int
-    timestamp: str
+    timestamp: str | None = Field(
+        description="Null for an event whose content was erased: its time went with it."
+    )
     type: str
     payload: dict[str, Any]
 
@@ -152,7 +154,9 @@ class LogEntry(BaseModel):
     kind: str | None
     aggregate_id: str
     version: int
-    timestamp: str
+    timestamp: str | None = Field(
+        description="Null for an event whose content was erased: its time went with it."
+    )
     type: str
     being_id: str | None
     payload: dict[str, Any]

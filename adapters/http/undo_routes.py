@@ -30,8 +30,9 @@ def undo_decision(
     _caller: Admin,
     body: UndoRequest = Body(default_factory=UndoRequest),  # noqa: B008 - FastAPI's way to declare a body
 ) -> dict[str, Any]:
-    """Reverse one decision (`ID@VERSION`: a patrol consolidation, a manual supersede or an alias merge): its plan, and
-    whether it was applied. 409 when later decisions depend on it (without `cascade`) or it is already undone."""
+    """Reverse one decision (`ID@VERSION`: a patrol consolidation, a manual supersede, an alias merge, a cluster merge
+    or split, ADR 0078): its plan, and whether it was applied. 409 when later decisions depend on it (without
+    `cascade`) or it is already undone."""
     result = engram.undo.undo(
         decision, reason=body.reason, being=body.being, cascade=body.cascade, dry_run=body.dry_run
     )

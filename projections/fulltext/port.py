@@ -84,6 +84,11 @@ class FullTextIndex(Protocol):
         """Drop what the index holds beside the generation's table `nodes`, before the table goes."""
         ...
 
+    def drop_being(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        """A forgotten being's rows of `nodes` are about to be deleted: drop what indexes them
+        (ADR 0077), leaving the index as a rebuild without them would make it."""
+        ...
+
     def forget(self, conn: ViewConnection, nodes: str, keys: Collection[str], *, stored: bool) -> list[str]:
         """Rows `keys` of `nodes` are about to be written whole: take their stored text out of the
         index (`stored` False: none of them is stored yet). Returns the keys `index` takes once they

@@ -63,6 +63,8 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "dreaming",  # ADR 0062
         "embeddings-migrate-sqlite",  # ADR 0071
         "audit-log-sqlite",  # ADRs 0069, 0070
+        "erasure-sqlite",  # ADR 0077
+        "ui-sqlite",  # issue #14
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
         expected |= {
@@ -77,6 +79,8 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "fact-search-postgresql",
             "embeddings-migrate-postgresql",
             "audit-log-postgresql",
+            "erasure-postgresql",
+            "ui-postgresql",
         }
     assert expected <= set(load_results(results))
     assert not list(results.glob("*.part"))
@@ -127,6 +131,7 @@ def test_the_page_has_a_section_per_benchmark_and_states_the_goals(results: Path
         "## Fact upsert",
         "## Dreaming",
         "## Hash chain, verify, export and import",
+        "## Memory explorer pages",
         "## What the figures mean for a deployment",
     ):
         assert heading in page

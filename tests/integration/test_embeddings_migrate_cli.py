@@ -1,6 +1,6 @@
 """`engram embeddings migrate` from the command line (#13, ADR 0071): hashing → offline (MiniLM) on a
 data directory, with the dry run, the refusal without --yes off a terminal, bad targets, the switch,
-and the mismatch warning of #7 gone once the embedder is configured so."""
+and the mismatch warning of #7 gone, the log's live model embedding the queries (ADR 0079)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,13 @@ def test_dry_run_then_refused_without_yes_then_migrated(
     assert "re-embedded 4 nodes" in done.stdout and "dropped the collections of hashing-384" in done.stdout
     assert "ENGRAM_EMBEDDER=offline" in done.stdout
 
+    # The configuration still names the old model: the log's live one embeds the query (ADR 0079),
+    # so recall finds by meaning, without the mismatch warning of #7.
+    stale = runner.invoke(cli, ["recall", "Aria", "Baked rye sourdough loaves in the kitchen oven"])
+    assert stale.exit_code == 0 and stale.stdout.strip(), stale.output
+    assert "cannot find those nodes by meaning" not in stale.stderr
+    assert "the configured embedder (hashing-384) is ignored" in stale.stderr
+
     # With the embedder configured as the output says: no warning, and recall finds by meaning.
     monkeypatch.setenv("ENGRAM_EMBEDDER", "offline")
     status = runner.invoke(cli, ["projections", "status"])
@@ -70,3 +77,18 @@ def test_the_warning_names_the_migration(data_dir: Path, monkeypatch: pytest.Mon
 def test_bad_targets_are_refused(data_dir: Path, target: str, says: str) -> None:
     result = CliRunner().invoke(cli, ["embeddings", "migrate", "--to", target, "--yes"])
     assert result.exit_code != 0 and says in result.stderr
+
+
+def test_to_the_opt_in_e5_small(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The multilingual offline model (ADR 0080) is a target; the output names its setting."""
+    runner = CliRunner()
+    done = runner.invoke(cli, ["embeddings", "migrate", "--to", "e5-small", "--yes"])
+    assert done.exit_code == 0, done.output
+    assert "re-embedded 4 nodes" in done.stdout and "ENGRAM_EMBEDDER=e5-small" in done.stdout
+
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "e5-small")
+    found = runner.invoke(cli, ["query", "Aria", "bread in the oven", "--json"])
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["nodes"]
+    status = runner.invoke(cli, ["projections", "status"])
+    assert status.exit_code == 0 and "warning" not in status.stderr

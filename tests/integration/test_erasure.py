@@ -148,14 +148,33 @@ def test_forget_refuses_a_being_written_in_clear(
 def test_an_erasure_interrupted_after_its_key_went_is_finished_by_the_next_forget(engram: Engram) -> None:
     _plant(engram)
     being_id = engram.forgetting._being_id("Aria")
-    real = engram.views.rebuild_all
-    engram.views.rebuild_all = lambda **kw: (_ for _ in ()).throw(Conflict("a rebuild is already running"))  # type: ignore[method-assign]
+    purge = engram.forgetting.purge
+    assert purge is not None
+    real = purge.purge_being
+    purge.purge_being = lambda *a, **kw: (_ for _ in ()).throw(Conflict("a rebuild is already running"))  # type: ignore[method-assign]
     with pytest.raises(Conflict):
         engram.forgetting.forget_being("Aria", by="admin")
-    engram.views.rebuild_all = real  # type: ignore[method-assign]
+    purge.purge_being = real  # type: ignore[method-assign]
     assert engram.store.app.keys.is_destroyed(being_id)  # type: ignore[attr-defined]
     done = engram.forgetting.forget_being("Aria", by="admin")
     assert not done.already and done.position is not None and done.counts["events"] >= 4
     with pytest.raises(NotFound, match="forgotten"):
         engram.listing.notes("Aria")
     assert engram.forgetting.forget_being("Aria", by="admin").already
+
+
+def test_the_admin_log_over_http_shows_erased_events_without_their_time(engram: Engram) -> None:
+    """An erased event's time went with its content: the log still lists it, with a null time."""
+    from fastapi.testclient import TestClient
+
+    from engram.adapters.http import create_app
+
+    _plant(engram)
+    engram.forgetting.forget_being("Aria", by="admin")
+    with TestClient(create_app(engram, auth=False, warm_up=False)) as client:
+        response = client.get("/v1/admin/log", params={"limit": 50})
+    assert response.status_code == 200, response.text
+    entries = response.json()
+    erased = [e for e in entries if e["type"] == "ErasedContent"]
+    assert erased and all(e["timestamp"] is None for e in erased)
+    assert any(e["type"] == "Erasure.Erased" and e["timestamp"] for e in entries)

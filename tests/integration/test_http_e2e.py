@@ -934,6 +934,14 @@ def test_forget_an_item_and_a_subject_over_the_wire(world: World) -> None:
     assert _ok(c.post("/v1/admin/beings/Ivy/forget-subject", params={"user": "zed"}))["already"] is True
 
 
+def test_verify_over_the_wire(world: World) -> None:
+    """`GET /v1/admin/verify` (ADR 0069): admins only; the chain of this server's log is whole."""
+    _problem(world.client(world.tokens["Aria"]).get("/v1/admin/verify"), 403)
+    whole = _ok(world.as_admin.get("/v1/admin/verify"))
+    assert whole["ok"] is True and whole["broken_at"] is None and whole["checked"] > 0
+    assert isinstance(whole["head_position"], int) and len(whole["head_hash"]) == 64
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))

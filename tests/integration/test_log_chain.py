@@ -66,10 +66,9 @@ def test_an_intact_log_verifies_and_its_head_is_the_last_event(engram: Engram) -
     assert later.ok and later.checked == len(positions) - 3 and later.head_hash == verdict.head_hash
 
 
-def test_one_changed_byte_is_caught_at_its_position(engram: Engram) -> None:
-    _write(engram)
-    target = _positions(engram)[2]
-    if _on_sqlite(engram):  # the third byte of the stored state becomes a space
+def _change_one_byte(engram: Engram, target: int) -> None:
+    """The third byte of the stored state at log position `target` becomes a space."""
+    if _on_sqlite(engram):
         _sql(
             engram,
             "UPDATE EVENTS SET state = CAST(substr(state, 1, 2) || x'20' || substr(state, 4) AS BLOB) "
@@ -82,6 +81,12 @@ def test_one_changed_byte_is_caught_at_its_position(engram: Engram) -> None:
             "UPDATE EVENTS SET state = overlay(state placing '\\x20'::bytea from 3 for 1) WHERE rowid = ?",
             [target],
         )
+
+
+def test_one_changed_byte_is_caught_at_its_position(engram: Engram) -> None:
+    _write(engram)
+    target = _positions(engram)[2]
+    _change_one_byte(engram, target)
     verdict = chain_check.verify(engram.store.app)
     assert not verdict.ok and verdict.broken_at == target and "changed" in verdict.reason
 

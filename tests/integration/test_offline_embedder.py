@@ -222,3 +222,11 @@ def test_the_process_keeps_few_loaded_models_while_embedders_keep_their_own(tmp_
     kept = [s.path.name for s in minilm_model._models if s.path is not None and s.path.parent == tmp_path]
     assert kept == [f"model-{n}.onnx" for n in range(2, KEPT_MODELS + 2)]
     assert embedders[0].embed([CAT])[0].data == embedders[-1].embed([CAT])[0].data  # still its own
+
+
+def test_idle_threads_wait_rather_than_spin(embedder: MiniLMEmbedder) -> None:
+    """Spinning onnxruntime workers starve the other processes of a small machine (ADR 0080)."""
+    embedder.embed(["load the model"])
+    loaded = embedder._loaded
+    assert loaded is not None
+    assert loaded.session.get_session_options().get_session_config_entry(minilm_model.SPINNING) == "0"

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from engram.adapters.cli.main import cli
+from engram.domain.cluster import Cluster
 from engram.domain.entities import EntityMap
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import entity_map_id
@@ -20,7 +21,16 @@ from engram.projections.notes import utc_text
 from engram.services.commands import NoteInput
 from engram.services.errors import NotFound
 from engram.services.undo import AlreadyUndone, UndoRefused
-from tests.patrol_support import ScriptedLLM, history_types, merge_first_two, note_scenes, scene
+from tests.patrol_support import (
+    Call,
+    ScriptedLLM,
+    World,
+    history_types,
+    merge_first_two,
+    note_scenes,
+    scene,
+    topic_scenes,
+)
 
 A, B, C = (
     "Walked the dog along the river",
@@ -335,3 +345,264 @@ def test_why_shows_the_undo_of_a_decision_on_its_memory(engram) -> None:
     ]
     assert isinstance(undone[0]["position"], int)
     assert f"* undone @{undone[0]['position']}" in why_text(report)
+
+
+# -- a cluster merge (spec ❼) and split (spec ❻), ADR 0078 ----------------------------------------
+
+
+def _cluster_decision(engram: Any, cluster_id: UUID, event_type: str) -> str:
+    [version] = [
+        e["version"] for e in engram.audit.history("cluster", str(cluster_id)) if e["type"] == event_type
+    ]
+    return f"{cluster_id}@{version}"
+
+
+def _membership(engram: Any, being_id: UUID) -> dict[str, Any]:
+    """Each cluster's name, counts and nodes as the views have them, and each node's cluster."""
+    engram.views.ensure()
+    clusters = {
+        c["id"]: (c["name"], c["active_count"], c["total_count"])
+        for c in engram.views.read.clusters(being_id)
+    }
+    nodes = {n["id"]: n["cluster_id"] for n in engram.views.read.nodes(being_id)}
+    return {"clusters": clusters, "nodes": nodes}
+
+
+def _centroids(engram: Any, being_id: UUID, cluster_ids: list[UUID]) -> set[UUID]:
+    engram.views.ensure()
+    return set(engram.views.vectors.centroids(being_id, engram.embedder.model_id, cluster_ids))
+
+
+def _small_merged(engram: Any) -> tuple[World, Any, Any, list[UUID], str]:
+    """`small` (one active node, one dead) merged by ❼ into its most similar sibling `nearer`."""
+    w = World(engram)
+    small = w.cluster("Small", w.roots["Private"])
+    nearer = w.cluster("Nearer", w.roots["Private"])
+    moved = w.nodes(small, 1, 0.0, dead=1)
+    w.nodes(nearer, 3, w.angle_for(w.threshold + 0.1))
+    w.patrol_small_clusters()
+    return w, small, nearer, moved, _cluster_decision(engram, small.id, "Cluster.Deleted")
+
+
+def test_undo_of_a_cluster_merge_brings_the_cluster_and_its_nodes_back(engram) -> None:
+    w, small, nearer, moved, decision = _small_merged(engram)
+    assert w.cluster_row(small) is None and {w.cluster_of(n) for n in moved} == {nearer.id}
+    head = engram.store.head()
+
+    result = engram.undo.undo(decision, reason="the small topic was its own")
+
+    assert result.applied and [(s.decision, s.kind) for s in result.plan.steps] == [
+        (decision, "cluster-merge")
+    ]
+    assert [w.cluster_of(n) for n in moved] == [small.id, small.id]
+    row = w.cluster_row(small)
+    assert row is not None and (row["name"], row["active_count"], row["total_count"]) == ("Small", 1, 2)
+    nearer_row = w.cluster_row(nearer)
+    assert nearer_row is not None and (nearer_row["active_count"], nearer_row["total_count"]) == (3, 3)
+    assert _centroids(engram, w.being_id, [small.id, nearer.id]) == {small.id, nearer.id}
+    assert not engram.store.get(Cluster, small.id).deleted
+    # Compensating events after the merge, naming the undo, which says why.
+    assert history_types(engram, "cluster", small.id)[-2:] == ["Cluster.Deleted", "Cluster.MergeUndone"]
+    assert history_types(engram, "node", moved[0])[-2:] == [
+        "MemoryNode.MovedToCluster",
+        "MemoryNode.MovedByUndo",
+    ]
+    undo = engram.store.get(Undo, undo_id_for(w.being_id, decision))
+    assert (undo.kind, undo.reason) == ("cluster-merge", "the small topic was its own")
+    assert engram.store.get_many(MemoryNode, moved)[0].cluster_id == small.id
+    assert engram.store.head() > head
+    # `why cluster` shows the undo of its merge.
+    report = engram.why.why(str(w.being_id), "cluster", str(small.id))
+    assert [(d["decision"], d["kind"]) for d in report["tree"]["decisions"] if d.get("source") == "undo"] == [
+        (decision, "cluster-merge")
+    ]
+    # A rebuild reads the same log and gives the same views.
+    after = _membership(engram, w.being_id)
+    engram.views.rebuild_all()
+    assert _membership(engram, w.being_id) == after
+    assert _centroids(engram, w.being_id, [small.id, nearer.id]) == {small.id, nearer.id}
+
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo(decision, reason="again")
+
+
+def _split(engram: Any, *, extra: int = 0) -> tuple[World, Any, UUID, list[str], str]:
+    """`Big` (13 active nodes) split by ❻: its first 4 shown nodes become `Split part`."""
+    w = World(engram)
+    big = w.cluster("Big", w.roots["Private"])
+    w.nodes(big, 13 + extra, 0.0)
+    taken: list[str] = []
+
+    def split(call: Call) -> dict[str, Any]:
+        taken.extend(call.ids[:4])
+        return {"groups": [{"name": "Split part", "node_ids": call.ids[:4]}]}
+
+    engram.patrol("Aria", llm=ScriptedLLM({"split_cluster": split}))
+    engram.views.ensure()
+    [part] = [UUID(c["id"]) for c in engram.views.read.clusters(w.being_id) if c["name"] == "Split part"]
+    return w, big, part, taken, f"{part}@1"
+
+
+def test_undo_of_a_split_folds_the_new_cluster_back_with_the_nodes_that_joined_it(engram) -> None:
+    w, big, part, taken, decision = _split(engram)
+    assert {str(w.cluster_of(UUID(n))) for n in taken} == {str(part)}
+    [joiner] = w.nodes(engram.store.get(Cluster, part), 1, 0.0)  # made in the new cluster since
+
+    plan = engram.undo.plan(decision)
+    assert [s.kind for s in plan.steps] == ["cluster-split"] and list(plan.steps[0].joined) == [joiner]
+    assert "folded back into" in plan.steps[0].describe() and "joined it since" in plan.steps[0].describe()
+    engram.undo.undo(decision, reason="one topic, not two")
+
+    assert w.cluster_row(engram.store.get(Cluster, part)) is None and engram.store.get(Cluster, part).deleted
+    assert {w.cluster_of(UUID(n)) for n in taken} | {w.cluster_of(joiner)} == {big.id}
+    row = w.cluster_row(big)
+    assert row is not None and (row["active_count"], row["total_count"]) == (14, 14)
+    assert history_types(engram, "cluster", part)[-1] == "Cluster.SplitUndone"
+    undo = engram.store.get(Undo, undo_id_for(w.being_id, decision))
+    assert undo.kind == "cluster-split" and str(joiner) in undo.affected
+    after = _membership(engram, w.being_id)
+    engram.views.rebuild_all()
+    assert _membership(engram, w.being_id) == after
+    with pytest.raises(AlreadyUndone, match="already undone"):
+        engram.undo.undo(decision, reason="again")
+
+
+def test_a_merge_a_later_split_depends_on_is_refused_then_undone_by_cascade(engram) -> None:
+    w = World(engram)
+    small = w.cluster("Small", w.roots["Private"])
+    nearer = w.cluster("Nearer", w.roots["Private"])
+    [moved] = w.nodes(small, 1, 0.0)
+    w.nodes(nearer, 10, w.angle_for(w.threshold + 0.1))
+    w.patrol_small_clusters()
+    merge = _cluster_decision(engram, small.id, "Cluster.Deleted")
+
+    def split(call: Call) -> dict[str, Any]:  # the moved node and two others split off `Nearer`
+        others = [i for i in call.ids if i != str(moved)][:2]
+        return {"groups": [{"name": "Split part", "node_ids": [str(moved), *others]}]}
+
+    engram.patrol("Aria", llm=ScriptedLLM({"split_cluster": split}))
+    engram.views.ensure()
+    [part] = [UUID(c["id"]) for c in engram.views.read.clusters(w.being_id) if c["name"] == "Split part"]
+    assert w.cluster_of(moved) == part
+    head = engram.store.head()
+
+    with pytest.raises(UndoRefused, match=f"depend on it: {part}@1"):
+        engram.undo.undo(merge, reason="x")
+    dry = engram.undo.undo(merge, reason="x", cascade=True, dry_run=True)
+    assert [(s.decision, s.kind) for s in dry.plan.steps] == [
+        (f"{part}@1", "cluster-split"),
+        (merge, "cluster-merge"),
+    ]
+    assert engram.store.head() == head
+
+    engram.undo.undo(merge, reason="wrong merge", cascade=True)
+    assert w.cluster_of(moved) == small.id and engram.store.get(Cluster, part).deleted
+    membership = _membership(engram, w.being_id)
+    assert membership["clusters"][str(small.id)] == ("Small", 1, 1)
+    assert membership["clusters"][str(nearer.id)][1:] == (10, 10)
+    assert engram.store.get(Undo, undo_id_for(w.being_id, f"{part}@1")).cascade_of == merge
+
+
+def test_a_node_moved_by_hand_since_blocks_the_undo_of_a_merge(engram) -> None:
+    w, small, _, moved, decision = _small_merged(engram)
+    elsewhere = w.cluster("Elsewhere", w.roots["Private"])
+    node = engram.store.get(MemoryNode, moved[0])
+    node.move_to(elsewhere, engram.clock.now())
+    engram.store.save(node)
+    head = engram.store.head()
+    with pytest.raises(UndoRefused, match=f"node {moved[0]} was moved by hand since the merge"):
+        engram.undo.undo(decision, reason="x", cascade=True)
+    assert engram.store.head() == head and engram.store.get(Cluster, small.id).deleted
+
+
+def test_a_sub_cluster_birth_is_no_decision_undo_reverses(engram) -> None:
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    note_scenes(engram, "Aria", topic_scenes("climbing", 3))
+    engram.patrol("Aria")
+    engram.views.ensure()
+    [born] = [c["id"] for c in engram.views.read.clusters(being_id) if not c["is_root"]]
+    with pytest.raises(InvalidInput, match="birth of sub-cluster"):
+        engram.undo.undo(f"{born}@1", reason="x")
+    [root] = [c["id"] for c in engram.views.read.clusters(being_id) if c["name"] == "Private"]
+    with pytest.raises(InvalidInput, match="without splitting another"):
+        engram.undo.undo(f"{root}@1", reason="x")
+
+
+def test_the_cli_undoes_a_cluster_merge(engram, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, small, _, moved, decision = _small_merged(engram)
+    dry = _cli(engram, monkeypatch, "undo", decision, "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert (
+        f"1. undo cluster-merge {decision}: cluster {small.id} is alive again and takes back 2 nodes"
+        in dry.stdout
+    )
+    done = _cli(engram, monkeypatch, "undo", decision, "--yes", "--reason", "its own topic")
+    assert done.exit_code == 0, done.stderr
+    assert [w.cluster_of(n) for n in moved] == [small.id, small.id]
+    history = _cli(engram, monkeypatch, "history", "cluster", str(small.id))
+    assert history.exit_code == 0, history.stderr
+    assert "Cluster.MergeUndone" in history.stdout
+
+
+def test_a_node_that_died_since_blocks_the_undo_of_a_merge(engram) -> None:
+    _, small, _, moved, decision = _small_merged(engram)
+    node = engram.store.get(MemoryNode, moved[0])
+    node.flag_dying(10_000, engram.clock.now())  # many cycles later: decayed
+    engram.store.save(node)
+    with pytest.raises(UndoRefused, match=f"node {moved[0]} died since the merge \\(FlaggedDying"):
+        engram.undo.undo(decision, reason="x")
+    assert engram.store.get(Cluster, small.id).deleted
+
+
+def test_over_http_an_admin_undoes_a_split(engram) -> None:
+    from fastapi.testclient import TestClient
+
+    from engram.adapters.http import HttpSettings, create_app
+    from engram.services.tokens import TokenService
+
+    w, big, part, taken, decision = _split(engram)
+    admin = {"Authorization": f"Bearer {TokenService(engram).issue(admin=True).token}"}
+    being = {"Authorization": f"Bearer {TokenService(engram).issue(being='Aria').token}"}
+    with TestClient(create_app(engram, settings=HttpSettings()), raise_server_exceptions=False) as client:
+        assert client.post(f"/v1/admin/undo/{decision}", headers=being).status_code == 403
+        plan = client.post(f"/v1/admin/undo/{decision}", headers=admin, json={"dry_run": True})
+        assert plan.status_code == 200, plan.text
+        [step] = plan.json()["steps"]
+        assert (step["kind"], step["into"], sorted(step["released"])) == (
+            "cluster-split",
+            str(big.id),
+            sorted(taken),
+        )
+        assert plan.json()["applied"] is False and w.cluster_of(UUID(taken[0])) == part
+        done = client.post(f"/v1/admin/undo/{decision}", headers=admin, json={"reason": "one topic"})
+        assert done.status_code == 200, done.text
+        assert done.json()["applied"] is True
+        assert {w.cluster_of(UUID(n)) for n in taken} == {big.id}
+        again = client.post(f"/v1/admin/undo/{decision}", headers=admin)
+        assert again.status_code == 409 and again.json()["code"] == "already_undone"
+
+
+def test_a_consolidation_whose_absorbed_node_a_cluster_merge_moved_since_is_undone_by_cascade(engram) -> None:
+    """❹ merged the two nodes of `Small`; ❼ then moved both (the absorbed one dead) into `Nearer`. The
+    consolidation depends on that merge: refused with it named, or undone after it by `--cascade`."""
+    w = World(engram)
+    small = w.cluster("Small", w.roots["Private"])
+    nearer = w.cluster("Nearer", w.roots["Private"])
+    pair = w.nodes(small, 2, 0.0)
+    w.nodes(nearer, 5, w.angle_for(w.threshold + 0.1))
+    engram.patrol("Aria", llm=ScriptedLLM({"consolidate_cluster": merge_first_two}))
+    engram.views.ensure()
+    [consolidation] = [d for d in _merges(engram, w.being_id) if UUID(d.split("@")[0]) in pair]
+    [absorbed] = [n for n in pair if str(n) != consolidation.split("@")[0]]
+    assert engram.store.get(Cluster, small.id).deleted and w.cluster_of(absorbed) == nearer.id
+    merge = _cluster_decision(engram, small.id, "Cluster.Deleted")
+
+    with pytest.raises(UndoRefused, match=f"depend on it: {merge}"):
+        engram.undo.undo(consolidation, reason="x")
+    result = engram.undo.undo(consolidation, reason="two scenes", cascade=True)
+
+    assert [s.decision for s in result.plan.steps] == [merge, consolidation]
+    assert {w.cluster_of(n) for n in pair} == {small.id}
+    assert engram.store.get(MemoryNode, absorbed).status == "active"
+    row = w.cluster_row(small)
+    assert row is not None and (row["active_count"], row["total_count"]) == (2, 2)

@@ -19,13 +19,17 @@ from engram.services.query_text import (
     query_dates,
     strip_words,
 )
-from engram.services.ranking import PROFILES, best_of, combine, date_closeness, spread_to_neighbours
+from engram.services.ranking import PROFILES, best_of, combine, date_closeness, rank, spread_to_neighbours
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 
 
 def row(
-    seq: int | None, day: str = "2023-05-08", action: str = "x", importance: float = 0.5
+    seq: int | None,
+    day: str = "2023-05-08",
+    action: str = "x",
+    importance: float = 0.5,
+    actors: str = "",
 ) -> dict[str, Any]:
     """A memory view row with the columns the ranking copy reads (see `ranked`)."""
     return {
@@ -35,6 +39,7 @@ def row(
         "last_activated_at": NOW.isoformat(),
         "when_json": json.dumps([day]),
         "asks": is_question(action),
+        "actors": actors,
     }
 
 
@@ -169,3 +174,36 @@ def test_the_default_profile_scores_by_its_formula() -> None:
         expected += p.importance * ranking.importance[slot]
         assert scores[node_id] == pytest.approx(expected, rel=1e-12), node_id
     assert set(scores) == set(slots)
+
+
+def test_a_named_speaker_adds_the_speaker_weight_after_the_neighbours() -> None:
+    """A memory whose actors include one the query names gains `speaker` (ADR 0082), added after the
+    neighbours' shares: the other actor's reply next to it gains only the share of its plain score."""
+    p = dataclasses.replace(
+        PROFILES["default"], importance=0.0, dates=0.0, speaker=0.8, question_penalty=0.0, answers=0.0
+    )
+    ranking, _ = ranked(
+        {
+            "said": row(1, actors="Caroline"),
+            "reply": row(2, actors="Melanie"),
+            "both": row(10, day="2023-06-01", actors="Mel Caroline"),
+            "other": row(20, day="2023-07-01", actors="Melanie"),
+        }
+    )
+    lexical = [("said", 1.0), ("both", 1.0), ("other", 1.0)]
+
+    def scores(actors: set[str]) -> dict[str, float]:
+        found = rank(p, ranking, [], lexical, text="q", k=10, statuses=["active"], now=NOW, actors=actors)
+        return dict(found)
+
+    named = scores({"Caroline"})
+    assert named["said"] == pytest.approx(1.0 + 0.8)
+    assert named["both"] == pytest.approx(1.0 + 0.8)
+    assert named["other"] == pytest.approx(1.0)
+    assert named["reply"] == pytest.approx(0.3 * 1.0)  # its neighbour's share, not of the 0.8
+    assert scores(set()) == {"said": 1.0, "both": 1.0, "other": 1.0, "reply": pytest.approx(0.3)}
+    unweighted = dataclasses.replace(p, speaker=0.0)
+    plain = rank(
+        unweighted, ranking, [], lexical, text="q", k=10, statuses=["active"], now=NOW, actors={"caroline"}
+    )
+    assert dict(plain)["said"] == pytest.approx(1.0)

@@ -87,3 +87,43 @@ def test_undoing_a_supersede_makes_the_old_note_live_and_only_that_supersede(clu
     assert old.superseded_by is None and new.supersedes == [] and old.is_active(T0)
     with pytest.raises(InvalidTransition, match="not superseded by"):
         old.undo_supersede(new, uuid4(), T0)
+
+
+# -- a cluster merge or split (ADR 0078) ------------------------------------------------------------
+
+
+def test_a_merged_cluster_comes_back_with_its_name_parent_and_creation_time(cluster: Cluster) -> None:
+    cluster.delete("merged into somewhere", T0)
+    with pytest.raises(ClusterDeleted):
+        cluster.require_alive()
+    undo_id = uuid4()
+    cluster.undo_merge(undo_id, T0 + timedelta(hours=1))
+    [*_, restored] = cluster.collect_events()
+    assert isinstance(restored, Cluster.MergeUndone) and not cluster.deleted
+    assert (restored.undo_id, restored.name, restored.parent_id, restored.created_at) == (
+        undo_id,
+        "Walks",
+        cluster.parent_id,
+        T0,
+    )
+    with pytest.raises(InvalidTransition, match="is not deleted"):
+        cluster.undo_merge(undo_id, T0)
+
+
+def test_a_split_off_cluster_folds_back_and_its_nodes_move_by_undo(cluster: Cluster) -> None:
+    part = Cluster.split_off(uuid4(), cluster, "Evening walks", T0)
+    node = _node(cluster, "walked the dog at dusk", "2026-10-03")
+    node.move_to(part, T0)
+    undo_id = uuid4()
+    node.move_by_undo(cluster, undo_id, T0)
+    [*_, moved] = node.collect_events()
+    assert isinstance(moved, MemoryNode.MovedByUndo) and isinstance(moved, MemoryNode.MovedToCluster)
+    assert (moved.cluster_id, moved.from_cluster_id, moved.undo_id) == (cluster.id, part.id, undo_id)
+    with pytest.raises(InvalidTransition, match="already"):
+        node.move_by_undo(cluster, undo_id, T0)
+    part.undo_split(cluster, undo_id, T0)
+    [*_, folded] = part.collect_events()
+    assert isinstance(folded, Cluster.SplitUndone) and isinstance(folded, Cluster.Deleted)
+    assert part.deleted and folded.into_id == cluster.id
+    with pytest.raises(ClusterDeleted):
+        node.move_by_undo(part, undo_id, T0)
