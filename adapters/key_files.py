@@ -200,10 +200,16 @@ class LocalKeyStore:
 
     def create_keys(
         self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
-    ) -> None:
-        self.owned.create_many(
-            (w for w in wanted if not (self.is_destroyed(w[0]) or self.is_destroyed(w[1]))), new
-        )
+    ) -> list[tuple[UUID, bytes] | None]:
+        dead: dict[UUID, bool] = {}  # per being, asked once per save
+        live = []
+        for w in wanted:
+            being_dead = dead.get(w[1])
+            if being_dead is None:
+                being_dead = dead[w[1]] = self.is_destroyed(w[1])
+            live.append(not being_dead and not self.is_destroyed(w[0]))
+        taken = iter(self.owned.create_many([w for w, ok in zip(wanted, live, strict=True) if ok], new))
+        return [next(taken) if ok else None for ok in live]
 
     def owned_keys(
         self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None

@@ -22,6 +22,7 @@ kept in memory.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sqlite3
@@ -75,7 +76,7 @@ class OwnedKeys:
         # The tags and the next blocks are written by a thread of their own (its own connection):
         # a save only takes keys from memory. Nothing waits for it but forgetting and closing.
         self._wake = threading.Condition()
-        self._pending: list[tuple[str, str | None, str | None, str]] = []
+        self._pending: list[tuple[str, str | None, str | None, str]] = []  # key id, subject, item, slot
         self._refill: dict[UUID, int] = {}
         self._busy = False
         self._flush_now = False
@@ -129,12 +130,10 @@ class OwnedKeys:
                 if self._bg is None:
                     self._bg = self._connect()
                 if tags:
-                    sql = "UPDATE key_slots SET key_id = ?, subject = ?, item_id = ? WHERE slot = ?"
-                    _run(self._bg, sql, tags, False)
+                    _run_one(self._bg, _TAG, [json.dumps(tags)], durable=False)
                 for being, size in refill.items():
                     block = self._new_keys(size)
-                    rows = [(slot.hex, being.hex, key) for slot, key in block]
-                    _run(self._bg, "INSERT INTO key_slots (slot, being_id, key) VALUES (?, ?, ?)", rows, True)
+                    _insert(self._bg, being, [(slot, None, None, None, key) for slot, key in block])
                     with self._lock:  # on disk now: usable
                         self._free.setdefault(being, [])[:0] = block
             except Exception as exc:  # a full disk: the tags are recovered from the log when forgetting
@@ -174,11 +173,7 @@ class OwnedKeys:
         size = self._block.get(being_id, _FIRST_BLOCK)
         self._block[being_id] = min(_MAX_BLOCK, size * 2)
         block = self._new_keys(size)
-        self._write(
-            "INSERT INTO key_slots (slot, being_id, key) VALUES (?, ?, ?)",
-            [(slot.hex, being_id.hex, key) for slot, key in block],
-            durable=True,
-        )
+        _insert(self._db(), being_id, [(slot, None, None, None, key) for slot, key in block])
         self._free.setdefault(being_id, []).extend(reversed(block))
 
     def _known(self, key_id: UUID, *, new: bool = False) -> tuple[UUID, bytes] | None:
@@ -205,22 +200,23 @@ class OwnedKeys:
                 found = self._by_key[key_id]
             return found
 
-    def create_many(self, wanted: Iterable[Tags], new: Collection[UUID] = ()) -> None:
-        """Take the keys a whole save needs: at most one flush (a new block) for a batch. `new`: key
-        ids of aggregates this save creates, which no process can have a key for yet."""
+    def create_many(self, wanted: Sequence[Tags], new: Collection[UUID] = ()) -> list[tuple[UUID, bytes]]:
+        """Take the keys a whole save needs (each key id once, with the tags of its first event: a
+        node's first names its note): at most one flush (a new block) for a batch. `new`: key ids of
+        aggregates this save creates, which no process can have a key for yet. Returns each key's
+        (slot, key), in the order asked."""
         with self._lock:
-            first: dict[UUID, Tags] = {}
-            for w in wanted:  # a key's first event carries its tags (a node's first names its note)
-                first.setdefault(w[0], w)
-            fresh = [w for w in first.values() if self._known(w[0], new=w[0] in new) is None]
+            by_key = self._by_key
+            fresh = [w for w in wanted if self._known(w[0], new=w[0] in new) is None]
             if fresh:
                 self._assign(fresh)
+            return [by_key[w[0]] for w in wanted]
 
     def _assign(self, wanted: Sequence[Tags]) -> None:
         by_being: dict[UUID, list[Tags]] = {}
         for w in wanted:
             by_being.setdefault(w[1], []).append(w)
-        tagged: list[tuple[str, str, str, str | None, str | None, bytes]] = []
+        tagged: dict[UUID, list[tuple[UUID, UUID, str | None, UUID | None, bytes]]] = {}
         tags: list[tuple[str, str | None, str | None, str]] = []
         refill: dict[UUID, int] = {}
         for being, items in by_being.items():
@@ -235,7 +231,7 @@ class OwnedKeys:
                 ):
                     self._by_key[key_id] = (slot, key)
                     self._by_slot[slot] = key
-                    tagged.append((slot.hex, being.hex, key_id.hex, subject, item.hex if item else None, key))
+                    tagged.setdefault(being, []).append((slot, key_id, subject, item, key))
             else:
                 for key_id, _, subject, item in items:
                     slot, key = free.pop()
@@ -249,12 +245,8 @@ class OwnedKeys:
                 grown = min(_MAX_BLOCK, max(size, 4 * len(items)))
                 self._block[being] = min(_MAX_BLOCK, grown * 2)
                 refill[being] = grown
-        if tagged:
-            self._write(
-                "INSERT INTO key_slots (slot, being_id, key_id, subject, item_id, key) VALUES (?, ?, ?, ?, ?, ?)",
-                tagged,
-                durable=True,
-            )
+        for being, rows in tagged.items():
+            _insert(self._db(), being, rows)
         if tags or refill:
             # The tags need not reach the disk before the event: the header names the slot (see above).
             self._enqueue(tags, refill)
@@ -396,6 +388,52 @@ class OwnedKeys:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+_TAG = """
+UPDATE key_slots SET key_id = t.value ->> 0, subject = t.value ->> 1, item_id = t.value ->> 2
+FROM json_each(?) AS t WHERE key_slots.slot = t.value ->> 3
+"""
+_INSERT = """
+INSERT INTO key_slots (slot, being_id, key_id, subject, item_id, key)
+SELECT t.value ->> 0, ?, t.value ->> 1, t.value ->> 2, t.value ->> 3, substr(?, t.key * 32 + 1, 32)
+FROM json_each(?) AS t
+"""
+# Many rows go in one statement (a JSON array, the keys as one blob), not `executemany`: the sqlite3
+# module lets go of the interpreter's lock around each statement, so a statement per row makes the
+# background thread and the saving thread take turns at the lock hundreds of times per save (each
+# turn a wait); one statement runs its thousands of rows at once, off the lock.
+
+
+def _insert(
+    db: sqlite3.Connection,
+    being: UUID,
+    rows: Sequence[tuple[UUID, UUID | None, str | None, UUID | None, bytes]],
+) -> None:
+    """New slots of a being (slot, key id, subject, item, key), on disk when this returns."""
+    tags = [
+        [slot.hex, key_id.hex if key_id else None, subject, item.hex if item else None]
+        for slot, key_id, subject, item, _ in rows
+    ]
+    keys = b"".join(r[4] for r in rows)
+    _run_one(db, _INSERT, [being.hex, keys, json.dumps(tags)], durable=True)
+
+
+def _run_one(db: sqlite3.Connection, sql: str, params: Sequence[object], *, durable: bool) -> None:
+    """One statement in one transaction; `durable`: flushed to disk before it returns."""
+    if durable:
+        db.execute("PRAGMA synchronous=FULL")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute(sql, params)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+    finally:
+        if durable:
+            db.execute("PRAGMA synchronous=NORMAL")
 
 
 def _run(db: sqlite3.Connection, sql: str, rows: Sequence[Sequence[object]], durable: bool) -> None:

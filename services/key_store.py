@@ -57,10 +57,11 @@ class KeyStore(Protocol):
 
     def create_keys(
         self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
-    ) -> None:
-        """Take the missing item and subject keys of a save at once, each as (key id, being,
+    ) -> list[tuple[UUID, bytes] | None]:
+        """Take the item and subject keys of a save at once, each key id once as (key id, being,
         subject, item): at most one write to the disk for a batch (ADR 0075). `new`: key ids of
-        aggregates the save creates (no key can exist for them: not looked up)."""
+        aggregates the save creates (no key can exist for them: not looked up). Returns each key's
+        (slot, key) in the order asked, None where the key or its being was destroyed."""
 
     def untagged_slots(self, being_id: UUID) -> list[UUID]:
         """The being's slots without tags: reserved and unused, or used with tags a power cut lost."""

@@ -43,6 +43,7 @@ _HEADER = len(MAGIC) + 16
 _ITEM_HEADER = _HEADER + 32
 _NONCE = 12
 _MAX_CIPHERS = 50_000
+_MAX_PLANNED = 50_000
 
 
 def sealed(state: bytes) -> bool:
@@ -92,6 +93,9 @@ class ShreddingMapper(Mapper[UUID]):
         self.keys = keys
         self._ciphers: dict[UUID, tuple[AESGCM, bytes]] = {}  # key id → writing cipher, header
         self._readers: dict[UUID, tuple[AESGCM, bytes]] = {}  # slot → reading cipher
+        # id(event) → (the event, its cipher, header, nonce), decided by `prepare` for the save under
+        # way; the event is held, so its id cannot be reused while its entry is here.
+        self._planned: dict[int, tuple[DomainEventProtocol[UUID], AESGCM, bytes, bytes]] = {}
 
     def _fresh(self, key_id: UUID, cached: tuple[AESGCM, bytes] | None) -> tuple[AESGCM, bytes] | None:
         if cached is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
@@ -143,24 +147,54 @@ class ShreddingMapper(Mapper[UUID]):
         return entry[0]
 
     def prepare(self, events: Sequence[DomainEventProtocol[UUID]]) -> None:
-        """Create the item and subject keys a save will need, in one write (ADR 0075): a batch of
-        500 notes then costs one write to the key store's disk, not 500."""
-        wanted = []
+        """Decide once, for a whole save, each event's key, cipher and nonce (ADR 0075): the save's
+        new item and subject keys are taken in one call (at most one write to the key store's disk
+        for a batch of 500 notes), each key's cipher is built once, the nonces come from one read of
+        the system's randomness, and `to_stored_event` only encrypts. An event not prepared (a
+        snapshot, a direct call) takes the same decisions one event at a time."""
+        picked: list[tuple[DomainEventProtocol[UUID], UUID]] = []  # (event, its key id)
+        writers: dict[UUID, tuple[AESGCM, bytes] | None] = {}  # None: a key this save must take
+        wanted: list[KeyChoice] = []  # one per key to take, in the order of first use
         new: set[UUID] = set()
         for event in events:
-            if getattr(type(event), "stored_in_clear", False):
+            cls = type(event)
+            if getattr(cls, "stored_in_clear", False):
                 continue
             state = vars(event)
             owner = _owner(state)
             if owner is None:
                 continue
-            choice = choose_key(get_topic(type(event)), event.originator_id, owner, state)
-            if not choice.is_being_key and choice.key_id not in self._ciphers:
-                wanted.append((choice.key_id, choice.being_id, choice.subject, choice.item_id))
-                if event.originator_version == 1 and choice.key_id == event.originator_id:
-                    new.add(choice.key_id)  # created by this save: no key can exist for it yet
+            choice = choose_key(get_topic(cls), event.originator_id, owner, state)
+            key_id = choice.key_id
+            picked.append((event, key_id))
+            if key_id in writers:
+                continue
+            if key_id == owner:  # the being's key
+                writers[key_id] = self._writer(choice)
+                continue
+            writer = writers[key_id] = self._fresh(key_id, self._ciphers.get(key_id))
+            if writer is None:
+                wanted.append(choice)
+                if event.originator_version == 1 and key_id == event.originator_id:
+                    new.add(key_id)  # created by this save: no key can exist for it yet
+        if not picked:
+            return
         if wanted:
-            self.keys.create_keys(wanted, new)
+            taken = self.keys.create_keys(wanted, new)
+            for choice, found in zip(wanted, taken, strict=True):
+                if found is not None:  # None: destroyed, refused by the per-event path below
+                    slot, key = found
+                    key_id = choice.key_id
+                    header = MAGIC_ITEM + key_id.bytes + choice.being_id.bytes + slot.bytes
+                    writers[key_id] = self._remember(key_id, key, header)
+        if len(self._planned) > _MAX_PLANNED:  # left by saves that failed before their events were written
+            self._planned.clear()
+        nonces = os.urandom(_NONCE * len(picked))
+        planned = self._planned
+        for i, (event, key_id) in enumerate(picked):
+            writer = writers[key_id]
+            if writer is not None:
+                planned[id(event)] = (event, writer[0], writer[1], nonces[i * _NONCE : (i + 1) * _NONCE])
 
     def forget_cipher(self, key_id: UUID) -> None:
         """Drop the cached cipher of a destroyed key (this process no longer decrypts with it)."""
@@ -178,11 +212,15 @@ class ShreddingMapper(Mapper[UUID]):
         owner = None if getattr(type(domain_event), "stored_in_clear", False) else _owner(event_state)
         state = self.transcoder.encode(event_state)
         if owner is not None:
-            oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
-            choice = choose_key(topic, oid, owner, event_state)
-            nonce = os.urandom(_NONCE)
+            # Each prepared nonce is taken out as it is used: no nonce seals two events.
+            planned = self._planned.pop(id(domain_event), None) if self._planned else None
+            if planned is not None and planned[0] is domain_event:
+                _, cipher, header, nonce = planned
+            else:
+                oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+                cipher, header = self._writer(choose_key(topic, oid, owner, event_state))
+                nonce = os.urandom(_NONCE)
             aad = _aad(originator_id, originator_version, topic)
-            cipher, header = self._writer(choice)
             state = header + nonce + cipher.encrypt(nonce, state, aad)
         return StoredEvent(
             originator_id=originator_id, originator_version=originator_version, topic=topic, state=state

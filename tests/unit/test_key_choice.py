@@ -14,6 +14,7 @@ from engram.adapters.eventstore.event_log import EventLog
 from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
 from engram.adapters.eventstore.shredding import ShreddingMapper, key_id_of
 from engram.adapters.key_files import LocalKeyStore
+from engram.domain.being import Being
 from engram.domain.erasure import ContentErased, ErasedContent
 from engram.domain.ids import conversation_id_for
 from engram.domain.note import Note
@@ -116,3 +117,42 @@ def test_a_key_created_after_another_was_destroyed_is_found_by_every_process(tmp
     )  # stays destroyed
     with pytest.raises(KeyDestroyed):
         LocalKeyStore(tmp_path / "keys.json").key_of_slot(slot, last, being)  # a process started now
+
+
+def test_a_prepared_batch_is_sealed_as_one_event_at_a_time_is_with_a_fresh_nonce_each(
+    tmp_path: Path,
+) -> None:
+    """`prepare` decides each event's key, slot and nonce once for the whole save (ADR 0075); what it
+    writes must be what the event-by-event path writes, and no nonce may serve twice."""
+    mapper, keys = _mapper(tmp_path)
+    registered, _, _ = Being.register("Aria", AT)
+    registered.collect_events()
+    being = registered.id
+    notes = [Note.take(uuid4(), being, "todo", f"secret {i}", AT) for i in range(40)]
+    events = [e for n in notes for e in n.collect_events()]
+    registered.write_think_md("a thought", AT)
+    [thought] = registered.collect_events()
+    mapper.prepare([*events, thought])
+    stored = [mapper.to_stored_event(e) for e in [*events, thought]]
+    again = [mapper.to_stored_event(e) for e in events]  # not prepared any more: the per-event path
+    assert [key_id_of(s.state) for s in stored] == [*[n.id for n in notes], being]
+    assert [key_id_of(s.state) for s in again] == [n.id for n in notes]
+    assert [s.state[:52] for s in again] == [s.state[:52] for s in stored[:-1]]  # same key, same slot
+    nonces = {bytes(s.state[52:64]) for s in [*stored[:-1], *again]} | {bytes(stored[-1].state[20:32])}
+    assert len(nonces) == 2 * len(events) + 1
+    fresh = ShreddingMapper(mapper.transcoder, LocalKeyStore(tmp_path / "keys.json"))  # another process
+    assert [fresh.to_domain_event(s).text for s in stored[:-1]] == [f"secret {i}" for i in range(40)]  # type: ignore[attr-defined]
+    assert keys.owned_keys(being) and sorted(keys.owned_keys(being)) == sorted(n.id for n in notes)
+
+
+def test_a_prepared_event_of_a_destroyed_key_is_still_refused(tmp_path: Path) -> None:
+    mapper, keys = _mapper(tmp_path)
+    being = uuid4()
+    note = Note.take(uuid4(), being, "todo", "the secret", AT)
+    [noted] = note.collect_events()
+    mapper.to_stored_event(noted)
+    keys.destroy_many([note.id])
+    mapper.forget_cipher(note.id)
+    mapper.prepare([noted])
+    with pytest.raises(ContentErased):
+        mapper.to_stored_event(noted)
