@@ -211,6 +211,9 @@ class LocalKeyStore:
         taken = iter(self.owned.create_many([w for w, ok in zip(wanted, live, strict=True) if ok], new))
         return [next(taken) if ok else None for ok in live]
 
+    def settle(self) -> None:
+        self.owned.settle()
+
     def owned_keys(
         self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None
     ) -> list[UUID]:

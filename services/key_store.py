@@ -63,6 +63,10 @@ class KeyStore(Protocol):
         aggregates the save creates (no key can exist for them: not looked up). Returns each key's
         (slot, key) in the order asked, None where the key or its being was destroyed."""
 
+    def settle(self) -> None:
+        """Wait until the keys this thread's last `create_keys` took are on disk (the mapper asks once
+        the save's events are encrypted, before they are written); raises if they could not be."""
+
     def untagged_slots(self, being_id: UUID) -> list[UUID]:
         """The being's slots without tags: reserved and unused, or used with tags a power cut lost."""
 

@@ -95,7 +95,7 @@ class ShreddingMapper(Mapper[UUID]):
         self._readers: dict[UUID, tuple[AESGCM, bytes]] = {}  # slot → reading cipher
         # id(event) → (the event, its cipher, header, nonce), decided by `prepare` for the save under
         # way; the event is held, so its id cannot be reused while its entry is here.
-        self._planned: dict[int, tuple[DomainEventProtocol[UUID], AESGCM, bytes, bytes]] = {}
+        self._planned: dict[int, tuple[DomainEventProtocol[UUID], AESGCM, bytes, bytes, list[int]]] = {}
 
     def _fresh(self, key_id: UUID, cached: tuple[AESGCM, bytes] | None) -> tuple[AESGCM, bytes] | None:
         if cached is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
@@ -191,10 +191,21 @@ class ShreddingMapper(Mapper[UUID]):
             self._planned.clear()
         nonces = os.urandom(_NONCE * len(picked))
         planned = self._planned
+        left = [len(picked)]  # the save's events still to encrypt: the last one waits for its keys
         for i, (event, key_id) in enumerate(picked):
             writer = writers[key_id]
             if writer is not None:
-                planned[id(event)] = (event, writer[0], writer[1], nonces[i * _NONCE : (i + 1) * _NONCE])
+                nonce = nonces[i * _NONCE : (i + 1) * _NONCE]
+                planned[id(event)] = (event, writer[0], writer[1], nonce, left)
+            else:
+                left[0] -= 1
+
+    def _settle(self) -> None:
+        try:
+            self.keys.settle()
+        except BaseException:
+            self._ciphers.clear()  # they may hold keys that never reached the disk
+            raise
 
     def forget_cipher(self, key_id: UUID) -> None:
         """Drop the cached cipher of a destroyed key (this process no longer decrypts with it)."""
@@ -215,8 +226,12 @@ class ShreddingMapper(Mapper[UUID]):
             # Each prepared nonce is taken out as it is used: no nonce seals two events.
             planned = self._planned.pop(id(domain_event), None) if self._planned else None
             if planned is not None and planned[0] is domain_event:
-                _, cipher, header, nonce = planned
+                _, cipher, header, nonce, left = planned
+                left[0] -= 1
+                if left[0] <= 0:
+                    self._settle()  # the save's new keys were being written meanwhile: on disk now
             else:
+                self._settle()  # a key taken by `prepare` must be on disk before any event is written
                 oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
                 cipher, header = self._writer(choose_key(topic, oid, owner, event_state))
                 nonce = os.urandom(_NONCE)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import stat
 from datetime import UTC, datetime
 from pathlib import Path
-from uuid import uuid4
+from typing import Any
+from uuid import UUID, uuid4
 
 import pytest
 
+from engram.adapters import owned_keys
 from engram.adapters.eventstore.event_log import EventLog
 from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
-from engram.adapters.eventstore.shredding import ShreddingMapper, key_id_of
+from engram.adapters.eventstore.shredding import ShreddingMapper, key_id_of, slot_of
 from engram.adapters.key_files import LocalKeyStore
 from engram.domain.being import Being
 from engram.domain.erasure import ContentErased, ErasedContent
@@ -156,3 +159,47 @@ def test_a_prepared_event_of_a_destroyed_key_is_still_refused(tmp_path: Path) ->
     mapper.prepare([noted])
     with pytest.raises(ContentErased):
         mapper.to_stored_event(noted)
+
+
+def _batch(being: UUID, count: int) -> list[Any]:
+    notes = [Note.take(uuid4(), being, "todo", f"secret {i}", AT) for i in range(count)]
+    return [e for n in notes for e in n.collect_events()]
+
+
+def test_a_batch_keys_are_on_disk_once_its_last_event_is_sealed(tmp_path: Path) -> None:
+    """A batch's keys are written by the background thread while the batch is encrypted (ADR 0075);
+    the last event's sealing waits for them, so the log never holds an event whose key could be lost."""
+    mapper, _ = _mapper(tmp_path)
+    being = uuid4()
+    events = _batch(being, 300)
+    mapper.prepare(events)
+    stored = [mapper.to_stored_event(e) for e in events]
+    other = LocalKeyStore(tmp_path / "keys.json")  # another process, reading the file as it is now
+    for s in stored:
+        slot = slot_of(s.state)
+        assert slot is not None and len(other.key_of_slot(slot, key_id_of(s.state), being)) == 32
+
+
+def test_a_batch_whose_keys_cannot_be_written_is_refused_and_its_keys_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mapper, _ = _mapper(tmp_path)
+    being = uuid4()
+    events = _batch(being, 300)
+    real = owned_keys._insert
+
+    def full_disk(*args: Any) -> None:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(owned_keys, "_insert", full_disk)
+    mapper.prepare(events)
+    *first, last = events
+    for e in first:
+        mapper.to_stored_event(e)
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        mapper.to_stored_event(last)  # the last event of the batch waits for its keys: refused
+    monkeypatch.setattr(owned_keys, "_insert", real)
+    mapper.prepare(events)  # the retry takes keys again, written this time
+    stored = [mapper.to_stored_event(e) for e in events]
+    other = LocalKeyStore(tmp_path / "keys.json")
+    assert all(other.key_of_slot(slot_of(s.state) or uuid4(), key_id_of(s.state), being) for s in stored)
