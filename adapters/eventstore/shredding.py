@@ -23,7 +23,7 @@ receipts of erasures) are stored as before, in clear; so are the events written 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -34,7 +34,7 @@ from eventsourcing.utils import get_topic
 
 from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
 from engram.domain.erasure import ContentErased, ErasedContent
-from engram.services.key_store import KeyDestroyed, KeyStore
+from engram.services.key_store import KeyDestroyed, KeyStore, KeyStoreError
 
 MAGIC = b"EGK1"
 MAGIC_ITEM = b"EGK2"
@@ -91,6 +91,7 @@ class ShreddingMapper(Mapper[UUID]):
     def __init__(self, transcoder: Any, keys: KeyStore) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
+        self.find_slot: Callable[[UUID], UUID | None] | None = None  # set by the event log
         self._ciphers: dict[UUID, tuple[AESGCM, bytes]] = {}  # key id → writing cipher, header
         self._readers: dict[UUID, tuple[AESGCM, bytes]] = {}  # slot → reading cipher
         # id(event) → (the event, its cipher, header, nonce), decided by `prepare` for the save under
@@ -119,7 +120,7 @@ class ShreddingMapper(Mapper[UUID]):
             if key is None:
                 raise ContentErased(f"being {choice.key_id} was forgotten: nothing can be written for it")
             return self._remember(choice.key_id, key, header_for(choice.key_id))
-        found = self.keys.slot_for_writing(
+        found = self._from_log(choice) or self.keys.slot_for_writing(
             choice.key_id, being_id=choice.being_id, subject=choice.subject, item_id=choice.item_id
         )
         if found is None:
@@ -127,6 +128,20 @@ class ShreddingMapper(Mapper[UUID]):
         slot, key = found
         header = MAGIC_ITEM + choice.key_id.bytes + choice.being_id.bytes + slot.bytes
         return self._remember(choice.key_id, key, header)
+
+    def _from_log(self, choice: KeyChoice) -> tuple[UUID, bytes] | None:
+        """The slot and key of an item written before (by any process), from the header of its
+        aggregate's first event: one lookup by the log's primary key, so the key store needs no index
+        on key ids (one more random index entry per new key, ADR 0075)."""
+        if self.find_slot is None:
+            return None
+        slot = self.find_slot(choice.key_id)
+        if slot is None:
+            return None
+        try:
+            return slot, self.keys.key_of_slot(slot, choice.key_id, choice.being_id)
+        except (KeyDestroyed, KeyStoreError):
+            return None  # the store answers (None: destroyed, nothing more is written under it)
 
     def _reader(self, state: bytes) -> AESGCM:
         key_id = key_id_of(state)
@@ -174,9 +189,15 @@ class ShreddingMapper(Mapper[UUID]):
                 continue
             writer = writers[key_id] = self._fresh(key_id, self._ciphers.get(key_id))
             if writer is None:
-                wanted.append(choice)
                 if event.originator_version == 1 and key_id == event.originator_id:
                     new.add(key_id)  # created by this save: no key can exist for it yet
+                else:
+                    found = self._from_log(choice)
+                    if found is not None:
+                        header = MAGIC_ITEM + key_id.bytes + choice.being_id.bytes + found[0].bytes
+                        writers[key_id] = self._remember(key_id, found[1], header)
+                        continue
+                wanted.append(choice)
         if not picked:
             return
         if wanted:
@@ -278,6 +299,16 @@ class ShreddingMapper(Mapper[UUID]):
             state=opened,
         )
         return super().to_domain_event(clear)
+
+
+def first_slot(recorder: Any, key_id: UUID) -> UUID | None:
+    """The slot named by the first stored event of aggregate `key_id` (an item, a node, a
+    conversation: the aggregate whose id is the key id), if it is sealed under that key."""
+    for stored in recorder.select_events(key_id, limit=1):
+        state = bytes(stored.state[:_ITEM_HEADER])
+        if state[:4] == MAGIC_ITEM and state[4:_HEADER] == key_id.bytes:
+            return UUID(bytes=state[_HEADER + 16 : _ITEM_HEADER])
+    return None
 
 
 def has_sealed_events(app: Any) -> bool:

@@ -203,3 +203,30 @@ def test_a_batch_whose_keys_cannot_be_written_is_refused_and_its_keys_never_used
     stored = [mapper.to_stored_event(e) for e in events]
     other = LocalKeyStore(tmp_path / "keys.json")
     assert all(other.key_of_slot(slot_of(s.state) or uuid4(), key_id_of(s.state), being) for s in stored)
+
+
+def test_another_process_finds_an_item_key_from_the_log_and_takes_no_second_key(tmp_path: Path) -> None:
+    """The owned-key file has no index on key ids (ADR 0075): a process writing a later event of an
+    item finds the item's slot in the header of its first event in the log."""
+    mapper, store = _mapper(tmp_path)
+    being = uuid4()
+    note = Note.take(uuid4(), being, "todo", "the secret", AT)
+    [noted] = note.collect_events()
+    mapper.prepare([noted])
+    first = mapper.to_stored_event(noted)
+    other, other_store = _mapper(tmp_path)  # another process, with the log holding the note's first event
+    asked: list[UUID] = []
+    other.find_slot = lambda key_id: (
+        asked.append(key_id) or (slot_of(first.state) if key_id == note.id else None)
+    )
+    later = type(noted)(**{**vars(noted), "originator_version": 2})
+    other.prepare([later])
+    again = other.to_stored_event(later)
+    assert asked == [note.id] and again.state[:52] == first.state[:52]  # same key id, being and slot
+    store.close()
+    other_store.close()  # their tags written
+    rows = sqlite3.connect(tmp_path / "keys.owned.sqlite3").execute(
+        "SELECT count(*) FROM key_slots WHERE key_id = ?", [note.id.hex]
+    )
+    assert rows.fetchone()[0] == 1
+    assert other.to_domain_event(again).text == "the secret"  # type: ignore[attr-defined]
