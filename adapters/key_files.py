@@ -15,15 +15,22 @@ import secrets
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+from engram.adapters.owned_keys import OwnedKeys
 from engram.services.key_store import KeyDestroyed, KeyStoreError
 
 KEY_FILE = "keys.json"
+OWNED_SUFFIX = ".owned.sqlite3"
+"""The keys of items and subjects (ADR 0075) live beside the key file: `keys.owned.sqlite3`."""
+_OWNED_MARK = "owned:"
+"""In an export, an owned key is named by its slot, its value `owned:<subject>:<item id hex>:<key id
+hex>:<base64 key>` (subject, item and key id may be empty), so that an import keeps the slots the
+sealed headers name and the tags `forget subject|note` look for."""
 _DESTROYED = "destroyed"
 _KEY_BYTES = 32  # AES-256-GCM
 _RECHECK_S = 0.5
@@ -38,8 +45,9 @@ class LocalKeyStore:
         self._keys: dict[str, str] = {}
         self._seen: tuple[int, int, int] | None = None  # (inode, mtime, size): each save is a new inode
         self._checked_at = time.monotonic()
+        self.owned = OwnedKeys(path.with_name(path.stem + OWNED_SUFFIX))
+        self._check_permissions()
         if path.exists():
-            self._check_permissions()
             self._load()
 
     @classmethod
@@ -55,11 +63,14 @@ class LocalKeyStore:
         return str(self.path)
 
     def _check_permissions(self) -> None:
-        mode = stat.S_IMODE(self.path.stat().st_mode)
-        if mode & 0o077:
-            raise KeyStoreError(
-                f"key store {self.path} is readable by others (mode {mode:o}): run `chmod 600 {self.path}`"
-            )
+        for path in (self.path, self.owned.path):
+            if not path.exists():
+                continue
+            mode = stat.S_IMODE(path.stat().st_mode)
+            if mode & 0o077:
+                raise KeyStoreError(
+                    f"key store {path} is readable by others (mode {mode:o}): run `chmod 600 {path}`"
+                )
 
     def _load(self) -> None:
         try:
@@ -109,6 +120,7 @@ class LocalKeyStore:
         self._seen = _signature(self.path)
 
     def key_for_writing(self, key_id: UUID) -> bytes | None:
+        """A being's key, created on first use; None once destroyed."""
         name = key_id.hex
         value = self._keys.get(name)
         if value is None:
@@ -120,6 +132,29 @@ class LocalKeyStore:
                     self._save()
         return None if value == _DESTROYED else base64.b64decode(value)
 
+    def slot_for_writing(
+        self, key_id: UUID, *, being_id: UUID, subject: str | None, item_id: UUID | None
+    ) -> tuple[UUID, bytes] | None:
+        """An item's or a subject's key (ADR 0075) from the pool, with the slot the header names;
+        None once the key or its being was destroyed."""
+        if self.is_destroyed(key_id) or self.is_destroyed(being_id):
+            return None
+        return self.owned.slot_for_writing(key_id, being_id, subject, item_id)
+
+    def key_of_slot(self, slot: UUID, key_id: UUID, being_id: UUID) -> bytes:
+        if self.is_destroyed(key_id) or self.is_destroyed(being_id):
+            raise KeyDestroyed(key_id.hex)
+        key = self.owned.key_of_slot(slot)
+        if key is None:
+            with self._lock:
+                self._refresh()  # destroyed by another process a moment ago?
+            if self._keys.get(key_id.hex) == _DESTROYED or self._keys.get(being_id.hex) == _DESTROYED:
+                raise KeyDestroyed(key_id.hex)
+            raise KeyStoreError(
+                f"key store {self.owned.path} has no key slot {slot.hex}: is it the store of this log?"
+            )
+        return key
+
     def key_for_reading(self, key_id: UUID) -> bytes:
         name = key_id.hex
         value = self._keys.get(name)
@@ -127,10 +162,13 @@ class LocalKeyStore:
             with self._lock:
                 self._refresh()
                 value = self._keys.get(name)
-        if value is None:
-            raise KeyStoreError(f"key store {self.path} has no key {name}: is it the store of this log?")
         if value == _DESTROYED:
             raise KeyDestroyed(name)
+        if value is None:
+            owned = self.owned.get(key_id)
+            if owned is not None:
+                return owned
+            raise KeyStoreError(f"key store {self.path} has no key {name}: is it the store of this log?")
         return base64.b64decode(value)
 
     def destroy(self, key_id: UUID) -> bool:
@@ -139,7 +177,53 @@ class LocalKeyStore:
                 return False
             self._keys[key_id.hex] = _DESTROYED
             self._save()
-            return True
+        self.owned.delete_being(key_id)  # a being's: its item keys, reserved or with lost tags too
+        return True
+
+    def destroy_many(self, key_ids: list[UUID]) -> int:
+        """Destroy several keys at once (an item's, a subject's, a being's owned keys): the tombstones
+        first (no process writes under them again), then the owned rows and their bytes."""
+        fresh = 0
+        with self._exclusive():
+            for key_id in key_ids:
+                if self._keys.get(key_id.hex) != _DESTROYED:
+                    self._keys[key_id.hex] = _DESTROYED
+                    fresh += 1
+            if fresh:
+                self._save()
+        self.owned.delete(key_ids)
+        return fresh
+
+    def close(self) -> None:
+        """Give back this process's unused reserved item keys (ADR 0075)."""
+        self.owned.close()
+
+    def create_keys(
+        self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
+    ) -> list[tuple[UUID, bytes] | None]:
+        dead: dict[UUID, bool] = {}  # per being, asked once per save
+        live = []
+        for w in wanted:
+            being_dead = dead.get(w[1])
+            if being_dead is None:
+                being_dead = dead[w[1]] = self.is_destroyed(w[1])
+            live.append(not being_dead and not self.is_destroyed(w[0]))
+        taken = iter(self.owned.create_many([w for w, ok in zip(wanted, live, strict=True) if ok], new))
+        return [next(taken) if ok else None for ok in live]
+
+    def settle(self) -> None:
+        self.owned.settle()
+
+    def owned_keys(
+        self, being_id: UUID, *, subject: str | None = None, item_id: UUID | None = None
+    ) -> list[UUID]:
+        return self.owned.ids_of(being_id, subject, item_id)
+
+    def untagged_slots(self, being_id: UUID) -> list[UUID]:
+        return self.owned.untagged(being_id)
+
+    def tag_slot(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
+        self.owned.tag(slot, key_id, subject, item_id)
 
     def is_destroyed(self, key_id: UUID) -> bool:
         if time.monotonic() - self._checked_at > _RECHECK_S:
@@ -157,12 +241,34 @@ class LocalKeyStore:
         with self._lock:
             self._refresh()
         value = self._keys.get(key_id.hex)
-        return {} if value is None or value == _DESTROYED else {key_id.hex: value}
+        keys = {} if value is None or value == _DESTROYED else {key_id.hex: value}
+        for slot, (key, owned_id, subject, item) in self.owned.export(key_id).items():
+            if owned_id is None or self._keys.get(owned_id) != _DESTROYED:
+                b64 = base64.b64encode(key).decode("ascii")
+                keys[slot] = f"{_OWNED_MARK}{subject or ''}:{item or ''}:{owned_id or ''}:{b64}"
+        return keys
 
     def import_keys(self, keys: Mapping[str, str]) -> int:
         added = 0
+        plain = {k: v for k, v in keys.items() if not v.startswith(_OWNED_MARK)}
+        for name, value in keys.items():
+            if name in plain:
+                continue
+            subject, item, owned_id, b64 = value[len(_OWNED_MARK) :].rsplit(":", 3)
+            if owned_id and self._keys.get(UUID(hex=owned_id).hex) == _DESTROYED:
+                continue
+            owner = _owner_of(keys)
+            key = base64.b64decode(b64, validate=True)
+            added += self.owned.add(
+                UUID(hex=name),
+                UUID(hex=owned_id) if owned_id else None,
+                owner,
+                key,
+                subject or None,
+                UUID(hex=item) if item else None,
+            )
         with self._exclusive():
-            for name, value in keys.items():
+            for name, value in plain.items():
                 if name not in self._keys:
                     base64.b64decode(value, validate=True)
                     self._keys[UUID(hex=name).hex] = value
@@ -170,6 +276,14 @@ class LocalKeyStore:
             if added:
                 self._save()
         return added
+
+
+def _owner_of(keys: Mapping[str, str]) -> UUID:
+    """The being of an export's owned keys: the one key of the export that is not owned."""
+    plain = [k for k, v in keys.items() if not v.startswith(_OWNED_MARK)]
+    if len(plain) != 1:
+        raise KeyStoreError("an export's item keys come with exactly one being key")
+    return UUID(hex=plain[0])
 
 
 def _signature(path: Path) -> tuple[int, int, int]:

@@ -38,7 +38,10 @@ class ErasedContent:
         self.timestamp: datetime | None = None
 
     def mutate(self, aggregate: Any) -> Any:
-        raise ContentErased(f"{self.originator_id} was erased (its being's key was destroyed)")
+        raise ContentErased(
+            f"{self.originator_id} was erased: its key was destroyed "
+            "(its being, its user or the item itself was forgotten)"
+        )
 
     def __repr__(self) -> str:
         return f"ErasedContent({self.originator_id}, v{self.originator_version}, {self.erased_topic})"

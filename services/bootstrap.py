@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from engram.services.conversation_summaries import ConversationSummaries
     from engram.services.entity_profiles import EntityProfiles
     from engram.services.erasure import Forgetting
+    from engram.services.erasure_items import ItemForgetting
     from engram.services.fact_capacity import FactCapacity
     from engram.services.fact_extraction import FactExtraction
     from engram.services.fact_search import FactSearching
@@ -339,6 +340,13 @@ class Engram:
         if self.settings.database_url is None:
             return NoTableScrub()
         return PostgresTableScrub(*_split_schema(self.settings.database_url.get_secret_value()))
+
+    @cached_property
+    def item_forgetting(self) -> ItemForgetting:
+        """Erasure of one subject or one item (ADR 0075, 0076)."""
+        from engram.services.erasure_items import ItemForgetting
+
+        return ItemForgetting(self.forgetting, lambda being_id: self.journals.refresh(being_id, full=True))
 
     @cached_property
     def views(self) -> Views:

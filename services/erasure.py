@@ -34,7 +34,7 @@ log = structlog.get_logger(__name__)
 class Forgotten(BaseModel):
     """What `forget` did."""
 
-    scope: Literal["being"]
+    scope: Literal["being", "subject", "note", "message", "fact"]
     being_id: UUID
     already: bool = Field(description="It had been forgotten before: nothing was done again.")
     erasure_id: UUID | None = None
@@ -82,6 +82,8 @@ class Forgetting:
                     message=f"being {ref!r} was already forgotten",
                 )
             # The key went but the purge did not finish (a crash, a rebuild already running): finish it.
+            owned = self.keys.owned_keys(being_id)
+            self.keys.destroy_many(owned)  # an erasure cut short between the two destructions
             counts = {"events": self.storage.sealed_events(being_id), "journal_files": 0}
             if parse_uuid(ref) is None:
                 counts["journal_files"] = self.journals.remove(journal_folder(ref, being_id))
@@ -97,10 +99,13 @@ class Forgetting:
                 f"being {being.name!r} has {in_clear} events written before encryption (in clear): "
                 "they cannot be shredded, so nothing was erased"
             )
-        counts = {"events": self.storage.sealed_events(being_id)}
+        # Its items' and subjects' keys too (ADR 0075): their events count with the being's.
+        owned = self.keys.owned_keys(being_id)
+        counts = {"events": self.storage.sealed_under({being_id, *owned})}
         # The journals first: their folder is named after the being, unreadable once the key is gone
         # (and a journal removed by an erasure that then fails is only rewritten by the next refresh).
         counts["journal_files"] = self.journals.remove(journal_folder(being.name, being_id))
+        self.keys.destroy_many(owned)
         self.keys.destroy(being_id)
         return self._purge(ref, being_id, receipt_id, counts, by, progress)
 

@@ -566,6 +566,9 @@ _why.register(cli, command)  # `engram why` (ADR 0068)
 from engram.adapters.cli import forget_cmds as _forget  # noqa: E402
 
 _forget.register(cli, command)  # `engram forget being` (ADR 0073)
+from engram.adapters.cli import forget_item_cmds as _forget_items  # noqa: E402
+
+_forget_items.register(cli, command)  # `engram forget subject|note|message|fact` (ADR 0075, 0076)
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
 from engram.adapters.eventstore import chain, chain_check
-from engram.adapters.eventstore.shredding import key_id_of, sealed
+from engram.adapters.eventstore.shredding import being_of, key_id_of, sealed
 
 FORMAT = "engram-export/1"
 KEYS_HOOK = "keys"
@@ -84,6 +84,9 @@ def _being_events(app: Application[UUID], being_id: UUID) -> Iterator[tuple[int,
     rows, _ = chain_check.log_rows(app)
     decode = app.mapper.transcoder.decode
     members: set[UUID] = set()
+    # Its items' and subjects' keys name it too (ADR 0075): their events are the being's.
+    store = getattr(app, "keys", None)
+    keys = {being_id, *(store.owned_keys(being_id) if store is not None else ())}
     after = 0
     while True:
         batch = rows(after, chain.BATCH)
@@ -99,7 +102,8 @@ def _being_events(app: Application[UUID], being_id: UUID) -> Iterator[tuple[int,
             owner = key_id_of(state_bytes) if sealed(state_bytes) else None
             if version == 1 and (
                 oid == being_id
-                or owner == being_id
+                or owner in keys
+                or being_of(state_bytes) == being_id
                 or (owner is None and decode(state_bytes).get("being_id") == being_id)
             ):
                 members.add(oid)

@@ -18,7 +18,7 @@ from eventsourcing.domain import BaseAggregate
 from eventsourcing.persistence import JSONTranscoder, Mapper, Recording, Transcoder
 
 from engram.adapters.eventstore.recorders import POSTGRES_FACTORY, SQLITE_FACTORY
-from engram.adapters.eventstore.shredding import ShreddingMapper, has_sealed_events
+from engram.adapters.eventstore.shredding import ShreddingMapper, first_slot, has_sealed_events
 from engram.adapters.eventstore.transcodings import (
     DateAsISO,
     EmbeddingAsFloat32,
@@ -175,7 +175,15 @@ class EventLog(Application[UUID]):
         if self.keys is None:
             return super().construct_mapper()
         # Personal text sealed with its being's key (crypto-shredding, ADR 0073).
-        return ShreddingMapper(self.construct_transcoder(), self.keys)
+        mapper = ShreddingMapper(self.construct_transcoder(), self.keys)
+        mapper.find_slot = lambda key_id: first_slot(self.recorder, key_id)  # ADR 0075
+        return mapper
+
+    def close(self) -> None:
+        super().close()
+        release = getattr(self.keys, "close", None)
+        if release is not None:  # the key pool's unused reservations go (ADR 0075)
+            release()
 
     @cached_property
     def storage(self) -> str:
@@ -191,7 +199,10 @@ class EventLog(Application[UUID]):
         """
         processing_event = _ProcessingEvent()
         processing_event.collect_events(*objs, **kwargs)
+        prepare = getattr(self.mapper, "prepare", None)
         with reported_as_storage_full(self.storage):
+            if prepare is not None:  # the save's item keys in one write to the key store (ADR 0075)
+                prepare(processing_event.events)
             recordings = self._record(processing_event)
         try:
             self._take_snapshots(processing_event)

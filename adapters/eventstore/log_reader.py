@@ -23,7 +23,7 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder
 from eventsourcing.utils import resolve_topic
 
 from engram.adapters.eventstore.batch_reads import on_postgres, pg_events_table
-from engram.adapters.eventstore.shredding import MAGIC, erased
+from engram.adapters.eventstore.shredding import erased, sealed
 from engram.adapters.eventstore.transcodings import uuid_from_hex
 from engram.projections.engine import event_key
 
@@ -137,7 +137,7 @@ class EventLogSource:
             cls = classes.get(topic)
             if cls is None:
                 cls = classes[topic] = resolve_topic(topic)
-            if state[:4] == MAGIC:  # sealed with its being's key (ADR 0073)
+            if sealed(state):  # sealed with its being's or an item's key (ADR 0073, 0075)
                 opened = mapper.open_state(originator_id, version, topic, state)  # type: ignore[attr-defined]
                 if opened is None:  # its key was destroyed: the event reads as erased
                     gone = erased(originator_id, version, topic, state)

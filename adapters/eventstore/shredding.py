@@ -5,7 +5,13 @@
 An event's whole transcoded state is sealed with AES-256-GCM (`cryptography`), behind a clear
 header naming the key:
 
-    b"EGK1" | key id (16 bytes: the being's id) | nonce (12 bytes) | ciphertext and tag
+    b"EGK1" | key id (16 bytes) | nonce (12 bytes) | ciphertext and tag              (a being's key)
+    b"EGK2" | key id (16) | being id (16) | slot (16) | nonce (12) | ciphertext and tag
+
+The key id is the being's id, or an item's or a subject's (`key_choice.py`, ADR 0075). An item's or
+a subject's key is found by its slot in the owned-key pool (`adapters/owned_keys.py`): the slot was
+flushed to disk before the event, its tags (key id, subject, item) may not have been; the being id
+lets a forgotten being's events read as erased whatever became of their item keys.
 
 The associated data binds the ciphertext to its place in the log (originator id, version, topic),
 so sealed state cannot be moved to another event unnoticed. Events of no being (tokens, the
@@ -17,6 +23,7 @@ receipts of erasures) are stored as before, in clear; so are the events written 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -25,16 +32,31 @@ from eventsourcing.domain import DomainEventProtocol
 from eventsourcing.persistence import Mapper, MapperDeserialisationError, StoredEvent
 from eventsourcing.utils import get_topic
 
+from engram.adapters.eventstore.key_choice import KeyChoice, choose_key
 from engram.domain.erasure import ContentErased, ErasedContent
-from engram.services.key_store import KeyDestroyed, KeyStore
+from engram.services.key_store import KeyDestroyed, KeyStore, KeyStoreError
 
 MAGIC = b"EGK1"
+MAGIC_ITEM = b"EGK2"
+MAGICS = (MAGIC, MAGIC_ITEM)
 _HEADER = len(MAGIC) + 16
+_ITEM_HEADER = _HEADER + 32
 _NONCE = 12
+_MAX_CIPHERS = 50_000
+_MAX_PLANNED = 50_000
 
 
 def sealed(state: bytes) -> bool:
-    return state[:4] == MAGIC
+    return bytes(state[:4]) in MAGICS
+
+
+def being_of(state: bytes) -> UUID | None:
+    """The being an `EGK2` event belongs to (None for `EGK1`: its key id is the being's, or legacy)."""
+    return UUID(bytes=bytes(state[_HEADER : _HEADER + 16])) if bytes(state[:4]) == MAGIC_ITEM else None
+
+
+def slot_of(state: bytes) -> UUID | None:
+    return UUID(bytes=bytes(state[_HEADER + 16 : _ITEM_HEADER])) if bytes(state[:4]) == MAGIC_ITEM else None
 
 
 def key_id_of(state: bytes) -> UUID:
@@ -42,7 +64,7 @@ def key_id_of(state: bytes) -> UUID:
 
 
 def header_for(key_id: UUID) -> bytes:
-    """The first bytes of every event sealed under `key_id` (to find them without decrypting)."""
+    """The first bytes of every `EGK1` event sealed under `key_id` (a being's key)."""
     return MAGIC + key_id.bytes
 
 
@@ -69,26 +91,147 @@ class ShreddingMapper(Mapper[UUID]):
     def __init__(self, transcoder: Any, keys: KeyStore) -> None:
         super().__init__(transcoder=transcoder)
         self.keys = keys
-        self._ciphers: dict[UUID, AESGCM] = {}
+        self.find_slot: Callable[[UUID], UUID | None] | None = None  # set by the event log
+        self._ciphers: dict[UUID, tuple[AESGCM, bytes]] = {}  # key id → writing cipher, header
+        self._readers: dict[UUID, tuple[AESGCM, bytes]] = {}  # slot → reading cipher
+        # id(event) → (the event, its cipher, header, nonce), decided by `prepare` for the save under
+        # way; the event is held, so its id cannot be reused while its entry is here.
+        self._planned: dict[int, tuple[DomainEventProtocol[UUID], AESGCM, bytes, bytes, list[int]]] = {}
 
-    def _cipher(self, key_id: UUID, *, writing: bool) -> AESGCM:
-        cipher = self._ciphers.get(key_id)
-        if cipher is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
+    def _fresh(self, key_id: UUID, cached: tuple[AESGCM, bytes] | None) -> tuple[AESGCM, bytes] | None:
+        if cached is not None and self.keys.is_destroyed(key_id):  # destroyed by another process since
             self._ciphers.pop(key_id, None)
-            cipher = None
-        if cipher is None:
-            if writing:
-                key = self.keys.key_for_writing(key_id)
-                if key is None:
-                    raise ContentErased(f"being {key_id} was forgotten: nothing can be written for it")
+            return None
+        return cached
+
+    def _remember(self, key_id: UUID, key: bytes, header: bytes) -> tuple[AESGCM, bytes]:
+        if len(self._ciphers) >= _MAX_CIPHERS:  # one per item now (ADR 0075): bounded
+            self._ciphers.clear()
+        entry = self._ciphers[key_id] = (AESGCM(key), header)
+        return entry
+
+    def _writer(self, choice: KeyChoice) -> tuple[AESGCM, bytes]:
+        """The cipher and header to seal an event under the chosen key."""
+        entry = self._fresh(choice.key_id, self._ciphers.get(choice.key_id))
+        if entry is not None:
+            return entry
+        if choice.is_being_key:
+            key = self.keys.key_for_writing(choice.key_id)
+            if key is None:
+                raise ContentErased(f"being {choice.key_id} was forgotten: nothing can be written for it")
+            return self._remember(choice.key_id, key, header_for(choice.key_id))
+        found = self._from_log(choice) or self.keys.slot_for_writing(
+            choice.key_id, being_id=choice.being_id, subject=choice.subject, item_id=choice.item_id
+        )
+        if found is None:
+            raise ContentErased(f"item {choice.key_id} was forgotten: nothing can be written for it")
+        slot, key = found
+        header = MAGIC_ITEM + choice.key_id.bytes + choice.being_id.bytes + slot.bytes
+        return self._remember(choice.key_id, key, header)
+
+    def _from_log(self, choice: KeyChoice) -> tuple[UUID, bytes] | None:
+        """The slot and key of an item written before (by any process), from the header of its
+        aggregate's first event: one lookup by the log's primary key, so the key store needs no index
+        on key ids (one more random index entry per new key, ADR 0075)."""
+        if self.find_slot is None:
+            return None
+        slot = self.find_slot(choice.key_id)
+        if slot is None:
+            return None
+        try:
+            return slot, self.keys.key_of_slot(slot, choice.key_id, choice.being_id)
+        except (KeyDestroyed, KeyStoreError):
+            return None  # the store answers (None: destroyed, nothing more is written under it)
+
+    def _reader(self, state: bytes) -> AESGCM:
+        key_id = key_id_of(state)
+        slot = slot_of(state)
+        if slot is None:
+            entry = self._fresh(key_id, self._ciphers.get(key_id))
+            if entry is None:
+                entry = self._remember(key_id, self.keys.key_for_reading(key_id), header_for(key_id))
+            return entry[0]
+        entry = self._fresh(key_id, self._readers.get(slot))
+        if entry is not None and self.keys.is_destroyed(being_of(state) or key_id):
+            entry = None
+        if entry is None:
+            being = being_of(state) or key_id
+            if len(self._readers) >= _MAX_CIPHERS:
+                self._readers.clear()
+            entry = self._readers[slot] = (AESGCM(self.keys.key_of_slot(slot, key_id, being)), b"")
+        return entry[0]
+
+    def prepare(self, events: Sequence[DomainEventProtocol[UUID]]) -> None:
+        """Decide once, for a whole save, each event's key, cipher and nonce (ADR 0075): the save's
+        new item and subject keys are taken in one call (at most one write to the key store's disk
+        for a batch of 500 notes), each key's cipher is built once, the nonces come from one read of
+        the system's randomness, and `to_stored_event` only encrypts. An event not prepared (a
+        snapshot, a direct call) takes the same decisions one event at a time."""
+        picked: list[tuple[DomainEventProtocol[UUID], UUID]] = []  # (event, its key id)
+        writers: dict[UUID, tuple[AESGCM, bytes] | None] = {}  # None: a key this save must take
+        wanted: list[KeyChoice] = []  # one per key to take, in the order of first use
+        new: set[UUID] = set()
+        for event in events:
+            cls = type(event)
+            if getattr(cls, "stored_in_clear", False):
+                continue
+            state = vars(event)
+            owner = _owner(state)
+            if owner is None:
+                continue
+            choice = choose_key(get_topic(cls), event.originator_id, owner, state)
+            key_id = choice.key_id
+            picked.append((event, key_id))
+            if key_id in writers:
+                continue
+            if key_id == owner:  # the being's key
+                writers[key_id] = self._writer(choice)
+                continue
+            writer = writers[key_id] = self._fresh(key_id, self._ciphers.get(key_id))
+            if writer is None:
+                if event.originator_version == 1 and key_id == event.originator_id:
+                    new.add(key_id)  # created by this save: no key can exist for it yet
+                else:
+                    found = self._from_log(choice)
+                    if found is not None:
+                        header = MAGIC_ITEM + key_id.bytes + choice.being_id.bytes + found[0].bytes
+                        writers[key_id] = self._remember(key_id, found[1], header)
+                        continue
+                wanted.append(choice)
+        if not picked:
+            return
+        if wanted:
+            taken = self.keys.create_keys(wanted, new)
+            for choice, found in zip(wanted, taken, strict=True):
+                if found is not None:  # None: destroyed, refused by the per-event path below
+                    slot, key = found
+                    key_id = choice.key_id
+                    header = MAGIC_ITEM + key_id.bytes + choice.being_id.bytes + slot.bytes
+                    writers[key_id] = self._remember(key_id, key, header)
+        if len(self._planned) > _MAX_PLANNED:  # left by saves that failed before their events were written
+            self._planned.clear()
+        nonces = os.urandom(_NONCE * len(picked))
+        planned = self._planned
+        left = [len(picked)]  # the save's events still to encrypt: the last one waits for its keys
+        for i, (event, key_id) in enumerate(picked):
+            writer = writers[key_id]
+            if writer is not None:
+                nonce = nonces[i * _NONCE : (i + 1) * _NONCE]
+                planned[id(event)] = (event, writer[0], writer[1], nonce, left)
             else:
-                key = self.keys.key_for_reading(key_id)
-            cipher = self._ciphers[key_id] = AESGCM(key)
-        return cipher
+                left[0] -= 1
+
+    def _settle(self) -> None:
+        try:
+            self.keys.settle()
+        except BaseException:
+            self._ciphers.clear()  # they may hold keys that never reached the disk
+            raise
 
     def forget_cipher(self, key_id: UUID) -> None:
         """Drop the cached cipher of a destroyed key (this process no longer decrypts with it)."""
         self._ciphers.pop(key_id, None)
+        self._readers.clear()  # by slot: cheap to fill again, and erasure is rare
 
     def to_stored_event(self, domain_event: DomainEventProtocol[UUID]) -> StoredEvent:
         topic = get_topic(domain_event.__class__)
@@ -101,21 +244,31 @@ class ShreddingMapper(Mapper[UUID]):
         owner = None if getattr(type(domain_event), "stored_in_clear", False) else _owner(event_state)
         state = self.transcoder.encode(event_state)
         if owner is not None:
-            nonce = os.urandom(_NONCE)
+            # Each prepared nonce is taken out as it is used: no nonce seals two events.
+            planned = self._planned.pop(id(domain_event), None) if self._planned else None
+            if planned is not None and planned[0] is domain_event:
+                _, cipher, header, nonce, left = planned
+                left[0] -= 1
+                if left[0] <= 0:
+                    self._settle()  # the save's new keys were being written meanwhile: on disk now
+            else:
+                self._settle()  # a key taken by `prepare` must be on disk before any event is written
+                oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
+                cipher, header = self._writer(choose_key(topic, oid, owner, event_state))
+                nonce = os.urandom(_NONCE)
             aad = _aad(originator_id, originator_version, topic)
-            state = header_for(owner) + nonce + self._cipher(owner, writing=True).encrypt(nonce, state, aad)
+            state = header + nonce + cipher.encrypt(nonce, state, aad)
         return StoredEvent(
             originator_id=originator_id, originator_version=originator_version, topic=topic, state=state
         )
 
     def open_state(self, originator_id: Any, version: int, topic: str, state: bytes) -> bytes | None:
         """The transcoded state of a sealed event; None if its key was destroyed."""
-        key_id = key_id_of(state)
         try:
-            cipher = self._cipher(key_id, writing=False)
+            cipher = self._reader(state)
         except KeyDestroyed:
             return None
-        body = bytes(state[_HEADER:])
+        body = bytes(state[_ITEM_HEADER if bytes(state[:4]) == MAGIC_ITEM else _HEADER :])
         return cipher.decrypt(body[:_NONCE], body[_NONCE:], _aad(originator_id, version, topic))
 
     def to_domain_event(self, stored_event: StoredEvent) -> DomainEventProtocol[UUID]:
@@ -148,6 +301,16 @@ class ShreddingMapper(Mapper[UUID]):
         return super().to_domain_event(clear)
 
 
+def first_slot(recorder: Any, key_id: UUID) -> UUID | None:
+    """The slot named by the first stored event of aggregate `key_id` (an item, a node, a
+    conversation: the aggregate whose id is the key id), if it is sealed under that key."""
+    for stored in recorder.select_events(key_id, limit=1):
+        state = bytes(stored.state[:_ITEM_HEADER])
+        if state[:4] == MAGIC_ITEM and state[4:_HEADER] == key_id.bytes:
+            return UUID(bytes=state[_HEADER + 16 : _ITEM_HEADER])
+    return None
+
+
 def has_sealed_events(app: Any) -> bool:
     """Whether the log holds an event sealed by this mapper (one scan; asked only when no key store
     exists, to refuse to start rather than read every sealed event as erased)."""
@@ -159,12 +322,15 @@ def has_sealed_events(app: Any) -> bool:
     if isinstance(recorder, SQLiteApplicationRecorder):
         with recorder.datastore.transaction(commit=False) as c:
             c.execute(
-                f"SELECT 1 FROM {recorder.events_table_name} WHERE substr(state, 1, 4) = ? LIMIT 1", [MAGIC]
+                f"SELECT 1 FROM {recorder.events_table_name} WHERE substr(state, 1, 4) IN (?, ?) LIMIT 1",
+                [*MAGICS],
             )
             return c.fetchone() is not None
     if on_postgres(recorder):
         table = pg_events_table(recorder)
         with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(f"SELECT 1 FROM {table} WHERE substr(state, 1, 4) = %s LIMIT 1".encode(), [MAGIC])
+            curs.execute(
+                f"SELECT 1 FROM {table} WHERE substr(state, 1, 4) IN (%s, %s) LIMIT 1".encode(), [*MAGICS]
+            )
             return curs.fetchone() is not None
     return False

@@ -13,10 +13,23 @@ import structlog
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 
 from engram.adapters.eventstore.batch_reads import on_postgres, pg_events_table
-from engram.adapters.eventstore.shredding import MAGIC, ShreddingMapper, header_for
+from engram.adapters.eventstore.key_choice import choose_key
+from engram.adapters.eventstore.shredding import (
+    MAGIC_ITEM,
+    MAGICS,
+    ShreddingMapper,
+    being_of,
+    key_id_of,
+    sealed,
+)
 
 log = structlog.get_logger(__name__)
-_HEADER = len(MAGIC) + 16
+_RECEIPTS = "engram.Erasure.%"  # in clear by design, naming the being: not text to shred (ADR 0075)
+
+
+def _names(head: bytes, wanted: set[bytes]) -> bool:
+    """Whether a sealed header names one of `wanted` as its key, or (`EGK2`) as its being."""
+    return head[4:20] in wanted or (head[:4] == MAGIC_ITEM and head[20:36] in wanted)
 
 
 class ShreddingStorage:
@@ -41,12 +54,11 @@ class ShreddingStorage:
         return 0
 
     def sealed_events(self, key_id: UUID) -> int:
-        prefix = header_for(key_id)
         return self._count(
             self.app.recorder,
-            f"substr(state, 1, {_HEADER}) = ?",
-            f"substr(state, 1, {_HEADER}) = %s",
-            [prefix],
+            "substr(state, 1, 4) IN (?, ?) AND substr(state, 5, 16) = ?",
+            "substr(state, 1, 4) IN (%s, %s) AND substr(state, 5, 16) = %s",
+            [*MAGICS, key_id.bytes],
         )
 
     def clear_events(self, key_id: UUID) -> int:
@@ -55,31 +67,131 @@ class ShreddingStorage:
         needle = key_id.hex.encode()
         return self._count(
             self.app.recorder,
-            "substr(state, 1, 4) != ? AND instr(state, ?) > 0",
-            "substr(state, 1, 4) != %s AND position(%s::bytea in state) > 0",
-            [MAGIC, needle],
+            "substr(state, 1, 4) NOT IN (?, ?) AND instr(state, ?) > 0 AND topic NOT LIKE ?",
+            "substr(state, 1, 4) NOT IN (%s, %s) AND position(%s::bytea in state) > 0 AND topic NOT LIKE %s",
+            [*MAGICS, needle, _RECEIPTS],
         )
+
+    def sealed_under(self, key_ids: set[UUID]) -> int:
+        """How many stored events are sealed under any of `key_ids` (ADR 0075: an item's or a
+        subject's keys): one scan reading the 16-byte key id of each sealed row's header."""
+        wanted = {k.bytes for k in key_ids}
+        if not wanted:
+            return 0
+        recorder = self.app.recorder
+        if isinstance(recorder, SQLiteAggregateRecorder):
+            with recorder.datastore.transaction(commit=False) as c:
+                c.execute(
+                    f"SELECT substr(state, 1, 36) FROM {recorder.events_table_name} "
+                    "WHERE substr(state, 1, 4) IN (?, ?)",
+                    [*MAGICS],
+                )
+                return sum(1 for (head,) in c.fetchall() if _names(bytes(head), wanted))
+        if on_postgres(recorder):
+            with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(
+                    f"SELECT substr(state, 1, 36) AS k FROM {pg_events_table(recorder)} "
+                    "WHERE substr(state, 1, 4) IN (%s, %s)".encode(),
+                    [*MAGICS],
+                )
+                rows = curs.fetchall()
+                return sum(1 for r in rows if _names(bytes(r["k"] if isinstance(r, dict) else r[0]), wanted))
+        return 0
+
+    def keys_of(self, originator_id: UUID) -> set[UUID | None]:
+        """The keys an aggregate's stored events are sealed under (None: an event in clear)."""
+        return {
+            key_id_of(bytes(e.state)) if sealed(bytes(e.state)) else None
+            for e in self.app.recorder.select_events(originator_id)
+        }
 
     def drop_sealed_snapshots(self, key_id: UUID) -> int:
         snapshots = self.app.snapshots
         recorder = snapshots.recorder if snapshots is not None else None
-        prefix = header_for(key_id)
         if isinstance(recorder, SQLiteAggregateRecorder):
             with recorder.datastore.transaction(commit=True) as c:
                 c.execute(
-                    f"DELETE FROM {recorder.events_table_name} WHERE substr(state, 1, {_HEADER}) = ?",
-                    [prefix],
+                    f"DELETE FROM {recorder.events_table_name} "
+                    "WHERE substr(state, 1, 4) IN (?, ?) AND substr(state, 5, 16) = ?",
+                    [*MAGICS, key_id.bytes],
                 )
                 c.execute("SELECT changes()")
                 return int(c.fetchone()[0])
         if recorder is not None and on_postgres(recorder):
             with recorder.datastore.transaction(commit=True) as curs:
                 curs.execute(
-                    f"DELETE FROM {pg_events_table(recorder)} WHERE substr(state, 1, {_HEADER}) = %s".encode(),
-                    [prefix],
+                    f"DELETE FROM {pg_events_table(recorder)} "
+                    "WHERE substr(state, 1, 4) IN (%s, %s) AND substr(state, 5, 16) = %s".encode(),
+                    [*MAGICS, key_id.bytes],
                 )
                 return int(curs.rowcount)
         return 0
+
+    def recover_tags(self, being_id: UUID) -> int:
+        """Write back the tags of the being's item keys that a power cut lost (ADR 0075): the tags
+        were written without waiting for the disk, the slot and the event were. For each untagged
+        slot an event names in its header, the event is opened and its key chosen again (the same
+        pure choice that tagged it). Returns how many slots were tagged again."""
+        keys = getattr(self.app, "keys", None)
+        mapper = self.app.mapper
+        if keys is None or not isinstance(mapper, ShreddingMapper):
+            return 0
+        untagged = {slot.bytes for slot in keys.untagged_slots(being_id)}
+        if not untagged:
+            return 0
+        # Per slot, the event that tells the most: the item's own (an extraction shares its message's
+        # key but not its subject), its first (a node's first event names its note).
+        found: dict[UUID, tuple[UUID, int]] = {}
+        for slot, key_id, oid, version in self._item_headers():
+            if slot.bytes not in untagged:
+                continue
+            best = found.get(slot)
+            rank = (oid != key_id, version)
+            if best is None or rank < (best[0] != key_id, best[1]):
+                found[slot] = (oid, version)
+        recovered = 0
+        for slot, (oid, version) in found.items():
+            for e in self.app.recorder.select_events(oid, gt=version - 1, lte=version):
+                state = bytes(e.state)
+                opened = mapper.open_state(e.originator_id, e.originator_version, e.topic, state)
+                owner = being_of(state)
+                if opened is None or owner is None:
+                    continue
+                choice = choose_key(e.topic, oid, owner, mapper.transcoder.decode(opened))
+                keys.tag_slot(slot, key_id_of(state), choice.subject, choice.item_id)
+                recovered += 1
+        if recovered:
+            log.warning("key_tags_recovered", being=str(being_id), slots=recovered)
+        return recovered
+
+    def _item_headers(self) -> list[tuple[UUID, UUID, UUID, int]]:
+        """(slot, key id, originator id, version) of every event sealed under an item's key: one scan."""
+        recorder = self.app.recorder
+        rows: list[Any] = []
+        if isinstance(recorder, SQLiteAggregateRecorder):
+            with recorder.datastore.transaction(commit=False) as c:
+                c.execute(
+                    f"SELECT substr(state, 37, 16), substr(state, 5, 16), originator_id, originator_version "
+                    f"FROM {recorder.events_table_name} WHERE substr(state, 1, 4) = ?",
+                    [MAGIC_ITEM],
+                )
+                rows = [tuple(r) for r in c.fetchall()]
+        elif on_postgres(recorder):
+            with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(
+                    f"SELECT substr(state, 37, 16) AS s, substr(state, 5, 16) AS k, originator_id AS o, "
+                    "originator_version AS v "
+                    f"FROM {pg_events_table(recorder)} WHERE substr(state, 1, 4) = %s".encode(),
+                    [MAGIC_ITEM],
+                )
+                rows = [
+                    (r["s"], r["k"], r["o"], r["v"]) if isinstance(r, dict) else tuple(r)
+                    for r in curs.fetchall()
+                ]
+        return [
+            (UUID(bytes=bytes(s)), UUID(bytes=bytes(k)), o if isinstance(o, UUID) else UUID(str(o)), int(v))
+            for s, k, o, v in rows
+        ]
 
     def forget_cipher(self, key_id: UUID) -> None:
         mapper = self.app.mapper

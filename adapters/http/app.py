@@ -14,6 +14,7 @@ from fastapi_offline import FastAPIOffline
 
 from engram.adapters.http import problems
 from engram.adapters.http.config import HttpSettings
+from engram.adapters.http.erasure_item_routes import erasure_item_routes
 from engram.adapters.http.erasure_routes import erasure_routes
 from engram.adapters.http.fact_routes import facts, spaces_admin
 from engram.adapters.http.fact_search_routes import fact_search
@@ -109,6 +110,7 @@ def create_app(
     app.include_router(undo_routes)  # before v1, as messages
     app.include_router(verify_routes)  # before v1, as messages
     app.include_router(erasure_routes)  # before v1, as messages
+    app.include_router(erasure_item_routes)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)
     app.include_router(spaces_admin)
@@ -123,6 +125,7 @@ def create_app(
         *admin.routes,
         *spaces_admin.routes,
         *erasure_routes.routes,
+        *erasure_item_routes.routes,
     ]
     problems.install(app)
 

@@ -505,6 +505,9 @@ def build_server(session: EngramSession) -> MCPServer[Any]:
     from engram.adapters.mcp.why_tools import add_why_tools
 
     add_why_tools(server, session)  # `why` (ADR 0068)
+    from engram.adapters.mcp.forget_tools import add_forget_tools
+
+    add_forget_tools(server, session)  # `forget` one's own items (ADR 0075, 0076)
     from engram.adapters.mcp.sleep_tools import add_sleep_tools
 
     add_sleep_tools(

@@ -910,6 +910,30 @@ def test_forget_a_being_over_the_wire(world: World) -> None:
     assert c.get("/v1/beings/Gone/notes").status_code == 404
 
 
+def test_forget_an_item_and_a_subject_over_the_wire(world: World) -> None:
+    """ADR 0075/0076: a being's token forgets its own items (403 for another's); subjects: admin only."""
+    c = world.as_admin
+    for name in ("Ivy", "Jon"):
+        _ok(c.post("/v1/beings", json={"name": name}), 201)
+    token = _ok(c.post("/v1/admin/tokens", json={"being": "Ivy", "label": "Ivy's agent"}), 201)["token"]
+    ivy = world.client(token)
+    mine = _ok(ivy.post("/v1/beings/Ivy/notes", json={"kind": "todo", "text": "call the bank"}), 201)[
+        "note_id"
+    ]
+    theirs = _ok(c.post("/v1/beings/Jon/notes", json={"kind": "todo", "text": "buy milk"}), 201)["note_id"]
+    _problem(ivy.post(f"/v1/beings/Ivy/forget/note/{theirs}"), 403, "forbidden")
+    done = _ok(ivy.post(f"/v1/beings/Ivy/forget/note/{mine}"))
+    assert done["scope"] == "note" and done["already"] is False and done["counts"]["events"] >= 1
+    assert _ok(ivy.post(f"/v1/beings/Ivy/forget/note/{mine}"))["already"] is True
+    _problem(ivy.post("/v1/beings/Ivy/forget/note/nonsense"), 422, "invalid_input")
+    line = {"id": "w1", "user": "zed", "text": "zed was here", "at": "2026-03-01T09:00:00Z"}
+    _ok(ivy.post("/v1/beings/Ivy/messages", json=line), 201)
+    assert ivy.post("/v1/admin/beings/Ivy/forget-subject", params={"user": "zed"}).status_code == 403
+    gone = _ok(c.post("/v1/admin/beings/Ivy/forget-subject", params={"user": "zed"}))
+    assert gone["scope"] == "subject" and gone["counts"]["keys"] >= 2
+    assert _ok(c.post("/v1/admin/beings/Ivy/forget-subject", params={"user": "zed"}))["already"] is True
+
+
 def test_verify_over_the_wire(world: World) -> None:
     """`GET /v1/admin/verify` (ADR 0069): admins only; the chain of this server's log is whole."""
     _problem(world.client(world.tokens["Aria"]).get("/v1/admin/verify"), 403)

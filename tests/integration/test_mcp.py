@@ -70,6 +70,7 @@ TOOLS = {
     "dream",
     "links",  # ADR 0062
     "why",  # ADR 0068
+    "forget",  # ADR 0075, 0076
 }
 
 
@@ -205,6 +206,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "links": ("links", {}),  # ADR 0062
             "links_bad": ("links", {"node": "not-a-uuid"}),
             "why_unknown": ("why", {"kind": "node", "id": "00000000-0000-0000-0000-000000000001"}),
+            "forget_bad": ("forget", {"kind": "note", "id": "not-a-uuid"}),  # ADR 0075, 0076
         }
         out = {}
         for key, (name, args) in names.items():
@@ -216,6 +218,9 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         cluster = out["query"].structured_content["memories"][0]["cluster_id"]
         out["cluster"] = await session.call_tool("recall_memory", {"cluster_id": cluster})
         out["why"] = await session.call_tool("why", {"kind": "cluster", "id": cluster})  # ADR 0068
+        prose = {"kind": "note", "id": out["note_prose"].structured_content["note_id"]}
+        out["forget"] = await session.call_tool("forget", prose)  # the last: it rebuilds the views
+        out["forget_again"] = await session.call_tool("forget", prose)
         return out
 
     with (tmp_path / "server.stderr").open("w+", encoding="utf-8") as errlog:
@@ -241,9 +246,12 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
         "cluster_bad",
         "links_bad",
         "why_unknown",
+        "forget_bad",
     }, errors
     assert ok["links"].structured_content["links"] == [] and "node" in errors["links_bad"]
     assert ok["why"].structured_content["tree"]["kind"] == "cluster" and "not found" in errors["why_unknown"]
+    assert ok["forget"].structured_content["already"] is False and "not a note id" in errors["forget_bad"]
+    assert ok["forget_again"].structured_content["already"] is True
     # recall: the fragment stream, or an empty result without a tag
     text = _text(ok["recall"])
     assert text.startswith("<memory>") and text.endswith("</memory>") and PLANTED in text

@@ -13,7 +13,7 @@ import pytest
 from eventsourcing.persistence import MapperDeserialisationError, StoredEvent
 
 from engram.adapters.eventstore.event_log import EventLog
-from engram.adapters.eventstore.shredding import MAGIC, ShreddingMapper
+from engram.adapters.eventstore.shredding import ShreddingMapper, sealed
 from engram.adapters.key_files import LocalKeyStore
 from engram.domain.erasure import ContentErased, ErasedContent, Erasure
 from engram.domain.note import Note
@@ -62,10 +62,10 @@ def test_sealed_events_read_back_and_read_as_erased_once_the_key_is_gone(tmp_pat
     note = Note.take(uuid4(), uuid4(), "todo", "the zqxcanary secret", AT)
     [noted] = note.collect_events()
     stored = mapper.to_stored_event(noted)
-    assert stored.state.startswith(MAGIC) and b"zqxcanary" not in stored.state
+    assert sealed(stored.state) and b"zqxcanary" not in stored.state
     assert mapper.to_domain_event(stored).text == "the zqxcanary secret"  # type: ignore[attr-defined]
-    keys.destroy(note.being_id)
-    mapper.forget_cipher(note.being_id)
+    keys.destroy(note.id)  # a note has a key of its own (ADR 0075)
+    mapper.forget_cipher(note.id)
     erased = mapper.to_domain_event(stored)
     assert isinstance(erased, ErasedContent) and erased.erased_topic == stored.topic
     with pytest.raises(ContentErased):
@@ -89,7 +89,7 @@ def test_the_receipt_is_stored_in_clear(tmp_path: Path) -> None:
     receipt = Erasure.record(uuid4(), uuid4(), "being", "x", "admin", {"events": 3}, AT)
     [erased] = receipt.collect_events()
     stored = mapper.to_stored_event(erased)
-    assert not stored.state.startswith(MAGIC) and b'"events":3' in stored.state.replace(b" ", b"")
+    assert not sealed(stored.state) and b'"events":3' in stored.state.replace(b" ", b"")
 
 
 def test_a_key_destroyed_by_another_process_stops_decrypting_here(
@@ -103,7 +103,7 @@ def test_a_key_destroyed_by_another_process_stops_decrypting_here(
     [noted] = note.collect_events()
     stored = mapper.to_stored_event(noted)
     assert not isinstance(mapper.to_domain_event(stored), ErasedContent)  # its cipher is cached now
-    assert LocalKeyStore(tmp_path / "keys.json").destroy(note.being_id)  # another process
+    assert LocalKeyStore(tmp_path / "keys.json").destroy(note.id)  # another process (a note has its own key)
     assert isinstance(mapper.to_domain_event(stored), ErasedContent)
     with pytest.raises(ContentErased):
         mapper.to_stored_event(noted)

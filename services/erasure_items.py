@@ -1,0 +1,194 @@
+"""Erasure of one subject and of one item (ADR 0075, 0076): `forget subject BEING --user U` and
+`forget note|message|fact ID`.
+
+Each item's events are sealed under a key of its own, and what quotes it (a node made from a note, a
+message's extraction) under a key its forgetting destroys too; each key is tagged with its being and
+its subject (`adapters/eventstore/key_choice.py`). Forgetting destroys the keys, then purges what was
+derived from their events by the same path as `forget being` (every view rebuilt: the erased events
+are skipped), rewrites the being's journals without them, and appends an `Erased` receipt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from uuid import UUID, uuid5
+
+import structlog
+
+from engram.domain.base import BeingScopedAggregate
+from engram.domain.erasure import ContentErased, Erasure
+from engram.domain.errors import InvalidInput
+from engram.domain.fact import Fact
+from engram.domain.ids import conversation_id_for
+from engram.domain.message import Message
+from engram.domain.note import Note
+from engram.services.beings import parse_uuid, resolve_being
+from engram.services.erasure import Forgetting, Forgotten
+from engram.services.errors import Conflict, NotFound, ServiceError
+from engram.services.journal_markdown import journal_folder
+
+log = structlog.get_logger(__name__)
+
+ITEM_TYPES: dict[str, type[BeingScopedAggregate]] = {"note": Note, "message": Message, "fact": Fact}
+Progress = Callable[[str, int, int], None]
+
+
+class NotYours(ServiceError):
+    """A being token asked to forget another being's item (403 over HTTP)."""
+
+    code = "forbidden"
+
+
+def item_erasure_id(item_id: UUID) -> UUID:
+    return uuid5(item_id, "erasure:item")
+
+
+def subject_erasure_id(being_id: UUID, user: str) -> UUID:
+    return uuid5(being_id, f"erasure:subject:{user}")
+
+
+class ItemForgetting:
+    def __init__(self, forgetting: Forgetting, refresh_journals: Callable[[UUID], Any]) -> None:
+        self.f = forgetting
+        self.refresh_journals = refresh_journals
+
+    def forget_item(
+        self,
+        kind: str,
+        ref: str,
+        *,
+        by: str,
+        being: UUID | None = None,
+        progress: Progress | None = None,
+    ) -> Forgotten:
+        """Forget one note, message or fact. `being`: the caller may only forget that being's items."""
+        cls = ITEM_TYPES.get(kind)
+        if cls is None:
+            raise InvalidInput(f"cannot forget a {kind!r}: forget a note, a message or a fact", field="kind")
+        item_id = parse_uuid(ref)
+        if item_id is None:
+            raise InvalidInput(f"{ref!r} is not a {kind} id (a UUID)", field="id")
+        receipt_id = item_erasure_id(item_id)
+        receipt = self.f.store.find(Erasure, receipt_id)
+        if receipt is not None:
+            if being is not None and receipt.being_id != being:
+                raise NotYours(f"{kind} {item_id} is not this being's")
+            return Forgotten(
+                scope=kind,
+                being_id=receipt.being_id,
+                already=True,
+                erasure_id=receipt_id,
+                message=f"{kind} {item_id} was already forgotten",
+            )
+        keys = self.f.storage.keys_of(item_id)
+        if not keys:
+            raise NotFound(f"no {kind} {item_id}")
+        if self.f.keys.is_destroyed(item_id):
+            # Erased with its user or its being (their receipts say so): nothing is left to erase.
+            raise NotFound(f"{kind} {item_id} was forgotten with its user or its being")
+        try:
+            item = self.f.store.find(cls, item_id)
+        except ContentErased:
+            raise NotFound(f"{kind} {item_id} was forgotten") from None
+        if item is None or type(item) is not cls:
+            raise NotFound(f"no {kind} {item_id}")
+        owner = UUID(str(item.being_id))
+        if being is not None and owner != being:
+            raise NotYours(f"{kind} {item_id} is not this being's")
+        if keys != {item_id}:
+            # ADR 0076: events of this item sealed under the being's key (written before item keys)
+            # or in clear: destroying the item key would not erase them.
+            raise Conflict(
+                f"{kind} {item_id} was written before per-item keys: its text is sealed with its "
+                "being's key and cannot be erased alone (forget the being), so nothing was erased"
+            )
+        self.f.storage.recover_tags(owner)  # tags a power cut lost (ADR 0075): found from the log
+        key_ids = [item_id, *[k for k in self.f.keys.owned_keys(owner, item_id=item_id) if k != item_id]]
+        return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
+
+    def forget_subject(
+        self, being_ref: str, user: str, *, by: str, progress: Progress | None = None
+    ) -> Forgotten:
+        """Forget everything of one user within a being: their messages and the being's answers to
+        them, their conversation (sessions, summaries), the facts about them, and what quotes those."""
+        user = user.strip()
+        if not user:
+            raise InvalidInput("name the user to forget: --user U", field="user")
+        being = resolve_being(self.f.store, being_ref)
+        being_id = UUID(str(being.id))
+        receipt_id = subject_erasure_id(being_id, user)
+        self.f.storage.recover_tags(being_id)  # tags a power cut lost (ADR 0075): found from the log
+        key_ids = self.f.keys.owned_keys(being_id, subject=user)
+        if self.f.store.find(Erasure, receipt_id) is not None and not key_ids:
+            return Forgotten(
+                scope="subject",
+                being_id=being_id,
+                already=True,
+                erasure_id=receipt_id,
+                message=f"user {user!r} of {being.name!r} was already forgotten",
+            )
+        if not key_ids:
+            if self.f.storage.keys_of(conversation_id_for(being_id, user)):
+                raise Conflict(
+                    f"{user!r}'s conversation with {being.name!r} was written before per-subject keys: "
+                    "it cannot be erased alone, so nothing was erased"
+                )
+            raise NotFound(f"{being.name!r} has nothing of a user {user!r}")
+        for key_id in key_ids:
+            if self.f.storage.keys_of(key_id) - {key_id}:
+                raise Conflict(
+                    f"some of {user!r}'s text in {being.name!r} was written before per-subject keys "
+                    "(sealed with the being's key): it cannot be erased alone, so nothing was erased"
+                )
+        # Keys of the subject's items carry the subject; what quotes them carries the item.
+        quoting = {k for item in key_ids for k in self.f.keys.owned_keys(being_id, item_id=item)}
+        all_keys = list(dict.fromkeys([*key_ids, *quoting]))
+        # The receipt names the subject by its conversation's id, not by name: it stays in clear.
+        target = str(conversation_id_for(being_id, user))
+        return self._erase(
+            "subject", target, being_id, all_keys, receipt_id, by, progress, label=f"user {user!r}"
+        )
+
+    def _erase(
+        self,
+        scope: str,
+        target: str,
+        being_id: UUID,
+        key_ids: list[UUID],
+        receipt_id: UUID,
+        by: str,
+        progress: Progress | None,
+        *,
+        label: str | None = None,
+    ) -> Forgotten:
+        f = self.f
+        counts = {"keys": len(key_ids), "events": f.storage.sealed_under(set(key_ids))}
+        being = resolve_being(f.store, str(being_id))
+        folder = journal_folder(being.name, being_id)
+        counts["keys_destroyed"] = f.keys.destroy_many(key_ids)
+        for key_id in key_ids:
+            f.storage.forget_cipher(key_id)
+        f.store.cache.clear()
+        counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in key_ids)
+        # Every view rebuilt from the log, as for a being (ADR 0073): the erased events read as
+        # erased and no projection handles them. (A targeted purge of the items' rows plugs in here.)
+        counts["views_rebuilt"] = len(f.views().rebuild_all(progress=progress))
+        # The journals mix the being's days and users: rewritten whole from the purged views.
+        counts["journal_files"] = f.journals.remove(folder)
+        if counts["journal_files"]:
+            self.refresh_journals(being_id)
+        receipt = Erasure.record(receipt_id, being_id, scope, target, by, counts, f.clock.now())
+        position = f.store.save(receipt)
+        counts["files_scrubbed"] = len(f.storage.scrub())
+        log.info("forgotten", scope=scope, being_id=str(being_id), by=by, **counts)
+        what = label or f"{scope} {target}"
+        return Forgotten(
+            scope=scope,
+            being_id=being_id,
+            already=False,
+            erasure_id=receipt.id,
+            position=position,
+            counts=counts,
+            message=f"{what} forgotten: {counts['events']} events can no longer be read",
+        )

@@ -1,0 +1,224 @@
+"""Erasure of one item and of one subject (ADR 0075, 0076), on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from uuid import UUID, uuid4
+
+import pytest
+
+from engram.domain.erasure import ContentErased, ErasedContent, Erasure
+from engram.domain.errors import InvalidInput
+from engram.services.bootstrap import Engram, bootstrap
+from engram.services.commands import FactInput, MessageInput, NoteInput
+from engram.services.config import Settings
+from engram.services.erasure_items import NotYours
+from engram.services.errors import NotFound
+from engram.services.fact_listing import list_facts
+from tests.integration.test_erasure import _files_with, _pg_dump
+from tests.patrol_support import scene
+from tests.support import SeededIds, SteppingClock
+
+CANARY = "qzjitemcanaryxv"  # one token: a full-text index keeps it whole
+USER_CANARY = "vwksubjcanaryqj"
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _plant(engram: Engram) -> dict[str, str]:
+    engram.beings.register("Aria")
+    engram.beings.register("Bo")
+    note = engram.notes.take(
+        "Aria", NoteInput(text=scene(f"Walked to the {CANARY} lake", actors=["me", "Lena"]))
+    )
+    kept = engram.notes.take("Aria", NoteInput(kind="todo", text="water the garden"))
+    bo = engram.notes.take("Bo", NoteInput(kind="todo", text="feed the cat"))
+    said = engram.messages.take(
+        "Aria", MessageInput(id="m1", user="mina", text=f"my {USER_CANARY} secret", at=T0)
+    )
+    engram.messages.take(
+        "Aria",
+        MessageInput(
+            id="m2", user="mina", role="assistant", text=f"I keep {USER_CANARY}", at=T0 + timedelta(seconds=5)
+        ),
+    )
+    other = engram.messages.take("Aria", MessageInput(id="m3", user="olaf", text="olaf says hi", at=T0))
+    fact = engram.facts.state("Aria", FactInput(subject="mina", text=f"Mina hides the {USER_CANARY} box"))
+    engram.patrol("Aria")  # the scene becomes a node with a vector
+    engram.views.catch_up_or_rebuild()
+    return {
+        "note": note.note_id,
+        "kept": kept.note_id,
+        "bo": bo.note_id,
+        "message": said.message_id,
+        "other": other.message_id,
+        "fact": fact.fact_id,
+    }
+
+
+def _erased_ids(engram: Engram) -> set[UUID]:
+    return {
+        e.originator_id for _, e in engram.store.decoded_events(1, 10_000) if isinstance(e, ErasedContent)
+    }
+
+
+def test_forget_note_erases_it_and_what_was_made_from_it(
+    make_settings: Callable[..., Settings], clock: SteppingClock, backend: str
+) -> None:
+    settings = make_settings()
+    engram = bootstrap(settings, clock=clock, ids=SeededIds())
+    try:
+        ids = _plant(engram)
+        engram.journals.refresh("Aria")
+        data = settings.data_dir
+        if backend == "postgres":
+            assert CANARY.encode() in _pg_dump(settings).lower()  # the views on PostgreSQL hold it
+        else:
+            assert _files_with(data, CANARY.encode()), "the canary is in the views before forgetting"
+        assert any(CANARY in n.model_dump_json() for n in engram.listing.nodes("Aria"))
+        done = engram.item_forgetting.forget_item("note", ids["note"], by="admin")
+        assert not done.already and done.scope == "note" and done.counts["keys"] == 2  # the note and its node
+        assert done.counts["events"] >= 3
+        erased = _erased_ids(engram)
+        assert UUID(ids["note"]) in erased  # history shows the events existed, content erased
+        texts = [n.text for n in engram.listing.notes("Aria")]
+        assert texts == ["water the garden"]  # the other note is untouched
+        assert not any(CANARY in n.model_dump_json() for n in engram.listing.nodes("Aria"))
+        assert [n.text for n in engram.listing.notes("Bo")] == ["feed the cat"]
+        engram.views.rebuild_all()  # a full rebuild shows it nowhere either, and works
+        assert [n.text for n in engram.listing.notes("Aria")] == ["water the garden"]
+        receipts = [e for _, e in engram.store.decoded_events(1, 10_000) if isinstance(e, Erasure.Erased)]
+        assert [(r.scope, r.target) for r in receipts] == [("note", ids["note"])]
+        again = engram.item_forgetting.forget_item("note", ids["note"], by="admin")
+        assert again.already and "already forgotten" in again.message
+    finally:
+        engram.close()
+    assert _files_with(data, CANARY.encode()) == []
+    assert _files_with(data, USER_CANARY.encode())  # the user's words were not this note's
+    if backend == "postgres":
+        dump = _pg_dump(settings)
+        assert b"CREATE TABLE" in dump and CANARY.encode() not in dump.lower()
+
+
+def test_forget_subject_erases_the_users_words_and_keeps_the_others(
+    make_settings: Callable[..., Settings], clock: SteppingClock, backend: str
+) -> None:
+    settings = make_settings()
+    engram = bootstrap(settings, clock=clock, ids=SeededIds())
+    try:
+        ids = _plant(engram)
+        engram.journals.refresh("Aria")
+        data = settings.data_dir
+        assert _files_with(data, USER_CANARY.encode())
+        if backend == "postgres":
+            assert USER_CANARY.encode() in _pg_dump(settings).lower()
+        done = engram.item_forgetting.forget_subject("Aria", "mina", by="admin")
+        assert not done.already and done.scope == "subject"
+        # two messages, the fact, the conversation: four keys at least
+        assert done.counts["keys"] >= 4 and done.counts["journal_files"] >= 1
+        erased = _erased_ids(engram)
+        assert {UUID(ids["message"]), UUID(ids["fact"])} <= erased
+        assert UUID(ids["other"]) not in erased
+        assert list_facts(engram.store, engram.views, "Aria") == []
+        assert [s.user for s in engram.sessions.list("Aria").sessions] == ["olaf"]
+        assert [n.text for n in engram.listing.notes("Aria") if "garden" in n.text] == ["water the garden"]
+        receipts = [e for _, e in engram.store.decoded_events(1, 10_000) if isinstance(e, Erasure.Erased)]
+        assert [r.scope for r in receipts] == ["subject"] and "mina" not in receipts[0].target
+        assert engram.item_forgetting.forget_subject("Aria", "mina", by="admin").already
+        with pytest.raises(
+            ContentErased, match="erased"
+        ):  # ADR 0076: refused, until conversations have epochs
+            engram.messages.take("Aria", MessageInput(id="m9", user="mina", text="hello again", at=T0))
+        with pytest.raises(NotFound, match="forgotten"):
+            engram.item_forgetting.forget_item("message", ids["message"], by="admin")
+    finally:
+        engram.close()
+    assert _files_with(data, USER_CANARY.encode()) == []
+    assert _files_with(data, b"olaf says hi")  # the other user's words are kept
+    if backend == "postgres":
+        dump = _pg_dump(settings)
+        assert b"CREATE TABLE" in dump and USER_CANARY.encode() not in dump.lower()
+
+
+def test_forget_item_bad_input(engram: Engram) -> None:
+    ids = _plant(engram)
+    with pytest.raises(InvalidInput, match="not a note id"):
+        engram.item_forgetting.forget_item("note", "nope", by="admin")
+    with pytest.raises(NotFound, match="no note"):
+        engram.item_forgetting.forget_item("note", str(uuid4()), by="admin")
+    with pytest.raises(NotFound, match="no note"):  # a message is not a note
+        engram.item_forgetting.forget_item("note", ids["message"], by="admin")
+    bo = engram.beings.register("Cy")
+    assert bo
+    aria = engram.forgetting._being_id("Aria")
+    with pytest.raises(NotYours):  # a being's token reaches only its own items
+        engram.item_forgetting.forget_item("note", ids["bo"], by="token", being=aria)
+    with pytest.raises(NotFound, match="nothing of a user"):
+        engram.item_forgetting.forget_subject("Aria", "nobody", by="admin")
+    with pytest.raises(InvalidInput):
+        engram.item_forgetting.forget_subject("Aria", " ", by="admin")
+    assert _erased_ids(engram) == set()  # nothing was erased by any of these
+
+
+def test_forget_message_and_fact_and_the_being_after(engram: Engram) -> None:
+    ids = _plant(engram)
+    done = engram.item_forgetting.forget_item("message", ids["message"], by="admin")
+    assert done.scope == "message" and not done.already
+    assert engram.item_forgetting.forget_item("fact", ids["fact"], by="admin").counts["events"] >= 1
+    assert list_facts(engram.store, engram.views, "Aria") == []
+    gone = engram.forgetting.forget_being("Aria", by="admin")  # the being's remaining keys go too
+    erased = _erased_ids(engram)
+    assert {UUID(ids["kept"]), UUID(ids["other"]), UUID(ids["note"])} <= erased
+    assert UUID(ids["bo"]) not in erased and gone.counts["events"] >= 6
+    assert engram.store.app.keys.owned_keys(engram.forgetting._being_id("Aria")) == []  # type: ignore[attr-defined]
+
+
+def test_the_keys_of_an_export_keep_their_tags(engram: Engram, tmp_path: Path) -> None:
+    from engram.adapters.key_files import LocalKeyStore
+
+    ids = _plant(engram)
+    keys = engram.store.app.keys  # type: ignore[attr-defined]
+    aria = engram.forgetting._being_id("Aria")
+    exported = keys.export_keys(aria)
+    # Item keys are named by their slot (the sealed header names it), the key id in the value.
+    assert aria.hex in exported and any(f":{UUID(ids['note']).hex}:" in v for v in exported.values())
+    target = LocalKeyStore(tmp_path / "keys.json")
+    assert target.import_keys(exported) == len(exported)
+    assert set(target.owned_keys(aria, subject="mina")) == set(keys.owned_keys(aria, subject="mina"))
+    assert target.owned.get(UUID(ids["note"])) == keys.owned.get(UUID(ids["note"])) is not None
+
+
+def test_the_cli_forgets_an_item_and_a_subject(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from engram.adapters.cli.main import cli
+
+    runner = CliRunner()
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(tmp_path / "data"))
+    assert runner.invoke(cli, ["being", "create", "Aria"]).exit_code == 0
+    taken = runner.invoke(
+        cli, ["note", "Aria", "--kind", "todo", "--json", "--text", f"water the {CANARY} garden"]
+    )
+    assert taken.exit_code == 0, taken.output
+    note_id = json.loads(taken.output)["note_id"]
+    said = runner.invoke(
+        cli, ["message", "Aria", "--user", "mina", "--id", "m1", "--text", f"my {USER_CANARY} secret"]
+    )
+    assert said.exit_code == 0, said.output
+    refused = runner.invoke(cli, ["forget", "note", note_id])  # not a terminal, no --yes
+    assert refused.exit_code == 4 and "--yes" in refused.output
+    assert runner.invoke(cli, ["forget", "note", str(uuid4()), "--yes"]).exit_code == 3
+    assert runner.invoke(cli, ["forget", "note", "nope", "--yes"]).exit_code == 2
+    done = runner.invoke(cli, ["forget", "note", note_id, "--yes"])
+    assert done.exit_code == 0 and "forgotten" in done.output and "receipt" in done.output, done.output
+    again = runner.invoke(cli, ["forget", "note", note_id, "--yes"])
+    assert again.exit_code == 0 and "already forgotten" in again.output
+    gone = runner.invoke(cli, ["forget", "subject", "Aria", "--user", "mina", "--yes", "--json"])
+    assert gone.exit_code == 0 and json.loads(gone.output)["scope"] == "subject", gone.output
+    assert runner.invoke(cli, ["forget", "subject", "Aria", "--user", "nobody", "--yes"]).exit_code == 3
+    assert _files_with(tmp_path / "data", CANARY.encode()) == []
+    assert _files_with(tmp_path / "data", USER_CANARY.encode()) == []
