@@ -3,9 +3,9 @@
 
 Each item's events are sealed under a key of its own, and what quotes it (a node made from a note, a
 message's extraction) under a key its forgetting destroys too; each key is tagged with its being and
-its subject (`adapters/eventstore/key_choice.py`). Forgetting destroys the keys, then purges what was
-derived from their events by the same path as `forget being` (every view rebuilt: the erased events
-are skipped), rewrites the being's journals without them, and appends an `Erased` receipt.
+its subject (`adapters/eventstore/key_choice.py`). Forgetting destroys the keys, then deletes the rows
+of the erased aggregates from the views (`erasure_item_purge`, ADR 0089), rewrites the being's
+journals without them, and appends an `Erased` receipt.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from engram.domain.message import Message
 from engram.domain.note import Note
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.erasure import Forgetting, Forgotten
+from engram.services.erasure_item_purge import purge_items
 from engram.services.errors import Conflict, NotFound, ServiceError
 from engram.services.journal_markdown import journal_folder
 
@@ -171,9 +172,7 @@ class ItemForgetting:
             f.storage.forget_cipher(key_id)
         f.store.cache.clear()
         counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in key_ids)
-        # Every view rebuilt from the log, as for a being (ADR 0073): the erased events read as
-        # erased and no projection handles them. (A targeted purge of the items' rows plugs in here.)
-        counts["views_rebuilt"] = len(f.views().rebuild_all(progress=progress))
+        counts.update(purge_items(f, being_id, key_ids, progress))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)
         if counts["journal_files"]:
