@@ -20,10 +20,11 @@ from engram.domain.base import BeingScopedAggregate
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
-from engram.domain.ids import conversation_id_for
+from engram.domain.ids import conversation_id_for, subject_erasure_id
 from engram.domain.message import Message
 from engram.domain.note import Note
 from engram.services.beings import parse_uuid, resolve_being
+from engram.services.conversation_epochs import subject_epoch
 from engram.services.erasure import Forgetting, Forgotten
 from engram.services.erasure_item_purge import purge_items
 from engram.services.errors import Conflict, NotFound, ServiceError
@@ -43,10 +44,6 @@ class NotYours(ServiceError):
 
 def item_erasure_id(item_id: UUID) -> UUID:
     return uuid5(item_id, "erasure:item")
-
-
-def subject_erasure_id(being_id: UUID, user: str) -> UUID:
-    return uuid5(being_id, f"erasure:subject:{user}")
 
 
 class ItemForgetting:
@@ -118,15 +115,18 @@ class ItemForgetting:
             raise InvalidInput("name the user to forget: --user U", field="user")
         being = resolve_being(self.f.store, being_ref)
         being_id = UUID(str(being.id))
-        receipt_id = subject_erasure_id(being_id, user)
+        # The user's epoch (ADR 0089): forgotten `epoch` times before; what they said since is in
+        # the conversation of that epoch, and this erasure's receipt is the epoch-th.
+        epoch = subject_epoch(self.f.store, being_id, user)
+        receipt_id = subject_erasure_id(being_id, user, epoch)
         self.f.storage.recover_tags(being_id)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = self.f.keys.owned_keys(being_id, subject=user)
-        if self.f.store.find(Erasure, receipt_id) is not None and not key_ids:
+        if epoch and not key_ids:
             return Forgotten(
                 scope="subject",
                 being_id=being_id,
                 already=True,
-                erasure_id=receipt_id,
+                erasure_id=subject_erasure_id(being_id, user, epoch - 1),
                 message=f"user {user!r} of {being.name!r} was already forgotten",
             )
         if not key_ids:
@@ -146,7 +146,7 @@ class ItemForgetting:
         quoting = {k for item in key_ids for k in self.f.keys.owned_keys(being_id, item_id=item)}
         all_keys = list(dict.fromkeys([*key_ids, *quoting]))
         # The receipt names the subject by its conversation's id, not by name: it stays in clear.
-        target = str(conversation_id_for(being_id, user))
+        target = str(conversation_id_for(being_id, user, epoch))
         return self._erase(
             "subject", target, being_id, all_keys, receipt_id, by, progress, label=f"user {user!r}"
         )
