@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-Result = dict[str, Any]
-NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
+from bench.erasure_page import NAMES, Result
 
 
 def erasure_items(
