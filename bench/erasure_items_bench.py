@@ -4,7 +4,8 @@ of the erased aggregates' rows, in one deployment built as `engram bench erasure
 
 The big being also gets, per strategy, a note, and a user with `MESSAGES` messages and a fact about
 them; each strategy forgets its own note and its own user. Timed: the whole `forget` (key
-destruction, views, journals, receipt, file scrub) and its views part apart.
+destruction, views, journals, receipt, file scrub), and apart its views part, the count of the
+events sealed under the destroyed keys (a scan of the log's headers) and the scrub of the files.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def _forget(e: Engram, being: str, note_id: str, user: str, targeted: bool) -> d
     else:
         forgetting.purge = None
         views.rebuild_all = _timed(timers, "views", views.rebuild_all)  # type: ignore[method-assign]
+    storage = forgetting.storage
+    # What grows with the deployment besides the views: the count of sealed events, the file scrub.
+    storage.sealed_under = _timed(timers, "count", storage.sealed_under)  # type: ignore[method-assign]
+    storage.scrub = _timed(timers, "scrub", storage.scrub)  # type: ignore[method-assign]
     out: dict[str, Any] = {"strategy": STRATEGIES[targeted], "events": e.store.log.head()}
     try:
         calls: list[tuple[str, Callable[[], Forgotten]]] = [
@@ -63,11 +68,14 @@ def _forget(e: Engram, being: str, note_id: str, user: str, targeted: bool) -> d
             t0 = time.perf_counter()
             done = call()
             out[f"{what}_s"] = round(time.perf_counter() - t0, 2)
-            out[f"{what}_views_s"] = round(timers.get("views", 0.0), 2)
+            for part in ("views", "count", "scrub"):
+                out[f"{what}_{part}_s"] = round(timers.get(part, 0.0), 2)
             out[f"{what}_counts"] = done.counts
     finally:
         forgetting.purge = purge
         vars(views).pop("rebuild_all", None)
+        vars(storage).pop("sealed_under", None)
+        vars(storage).pop("scrub", None)
         if purge is not None:
             vars(purge).pop("purge_items", None)
     return out
@@ -98,12 +106,18 @@ def _speedup(runs: list[dict[str, Any]]) -> dict[str, float]:
     return {w: round(full[f"{w}_s"] / max(targeted[f"{w}_s"], 0.01), 1) for w in ("note", "subject")}
 
 
+def _parts(e: dict[str, Any], what: str) -> str:
+    return ", ".join(
+        f"{p} {e[f'{what}_{p}_s']} s" for p in ("views", "count", "scrub") if f"{what}_{p}_s" in e
+    )
+
+
 def print_items(r: dict[str, Any]) -> None:
     print(f"item erasure, {r['backend']}: a being of {r['nodes']:,} nodes beside one of {r['other_nodes']:,}")
     for e in r["items"]:
         print(
-            f"  {e['strategy']:>15}: forget note {e['note_s']} s (views {e['note_views_s']} s), "
-            f"forget subject {e['subject_s']} s (views {e['subject_views_s']} s), log of {e['events']:,} events"
+            f"  {e['strategy']:>15}: forget note {e['note_s']} s ({_parts(e, 'note')}), "
+            f"forget subject {e['subject_s']} s ({_parts(e, 'subject')}), log of {e['events']:,} events"
         )
     s = r["items_speedup"]
     print(f"  speed-up: note {s['note']}x, subject {s['subject']}x")
