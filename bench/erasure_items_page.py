@@ -7,6 +7,12 @@ from collections.abc import Callable
 from bench.erasure_page import NAMES, Result
 
 
+def _cell(e: Result, what: str) -> str:
+    """Total (views / count / scrub), the parts a run timed."""
+    parts = [str(e[f"{what}_{p}_s"]) for p in ("views", "count", "scrub") if f"{what}_{p}_s" in e]
+    return f"{e[f'{what}_s']} ({' / '.join(parts)})"
+
+
 def erasure_items(
     results: dict[str, Result],
     table: Callable[..., str],
@@ -23,8 +29,8 @@ def erasure_items(
             f"{n(r['nodes'])} + {n(r['other_nodes'])}",
             e["strategy"],
             n(e["events"]),
-            f"{e['note_s']} ({e['note_views_s']})",
-            f"{e['subject_s']} ({e['subject_views_s']})",
+            _cell(e, "note"),
+            _cell(e, "subject"),
         )
         for r in found
         for e in r["items"]
@@ -43,8 +49,10 @@ def erasure_items(
             "with the first number of nodes while a being with the second is present, in one deployment: "
             "every view rebuilt (ADR 0076's first way) against the rows of the erased aggregates purged in "
             f"place, their counters taken out (ADR 0089). Speed-up of the whole `forget`: {speedups}. In "
-            "brackets: the views' part (the rebuild, or the purge); the rest is the key destruction, the "
-            "receipt and the scrub of the files (SQLite's VACUUM of every view file).",
+            "brackets: the views' part (the rebuild, or the purge), then, where the run timed them, the count "
+            "of the events sealed under the destroyed keys (a scan of the log's headers) and the scrub of the "
+            "files (SQLite's VACUUM of every view file); the rest is the key destruction, the journals and "
+            "the receipt.",
             table(
                 ["backend", "nodes (big + other)", "strategy", "log events", "note (s)", "subject (s)"],
                 rows,
