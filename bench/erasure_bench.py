@@ -1,7 +1,7 @@
 """Erasure cost (ADR 0077) and what sealing costs (ADR 0073), side by side in one run.
 
     engram bench erasure [--backend sqlite|postgres] [--database-url URL] [--nodes N] [--other N]
-                         [--notes N] [--rebuild-nodes N] [--rounds R] [--json] [--json-out FILE]
+                         [--notes N] [--rebuild-nodes N] [--rounds R] [--items] [--json] [--json-out FILE]
 
 - erasure: `forget being` of a being with N nodes (default 100,000) while another being with
   `--other` nodes (default 10,000) is present, once with every view rebuilt (ADR 0073's way) and
@@ -9,7 +9,9 @@
   purge (or rebuild) and the file scrub timed apart;
 - sealing: `notes.take` per second (one note a command) with events sealed and in clear, R
   interleaved rounds in one deployment (medians); and a full rebuild of every view, events/s, of a
-  log written sealed beside the same log written in clear, R interleaved rounds (medians).
+  log written sealed beside the same log written in clear, R interleaved rounds (medians);
+- with --items, instead: `forget note` and `forget subject` in the big being, views rebuilt beside
+  the targeted purge of the items' rows (`bench/erasure_items_bench.py`, ADR 0089).
 
 The beings are built as `engram bench patrol` builds its 100k-node beings (`patrol_bench.build`):
 aggregates saved in batches through the store, each node created, embedded and cleared of
@@ -214,6 +216,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     with tempfile.TemporaryDirectory(prefix="engram-bench-erasure-") as tmp:
         root = Path(tmp)
+        if args.items:  # one note and one subject forgotten instead (ADR 0089)
+            from bench.erasure_items_bench import erase_items
+
+            return {**result, "bench": "erasure-items", **erase_items(root, url, args.nodes, args.other)}
         runs = [erase(root / "full", url, args.nodes, args.other, targeted=False)]
         runs.append(erase(root / "targeted", url, args.nodes, args.other, targeted=True))
         result["erasure"] = runs
@@ -249,6 +255,9 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=300, help="notes per ingest round")
     parser.add_argument("--rebuild-nodes", type=int, default=10_000, help="nodes of the rebuilt log")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--items", action="store_true", help="forget one note and one subject instead of the being"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
@@ -259,6 +268,10 @@ def main() -> None:
     finish(result, args.json_out)
     if args.json:
         print(json.dumps(result, indent=2))
+    elif args.items:
+        from bench.erasure_items_bench import print_items
+
+        print_items(result)
     else:
         _print(result)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, erasure_page
+from bench import ROOT, erasure_items_page, erasure_page
 from bench.ui import section as ui_section
 
 Result = dict[str, Any]
@@ -1448,6 +1448,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("dreaming", lambda rs: dreaming(rs["dreaming"]) if "dreaming" in rs else None),
     ("audit-log", audit_log),
     ("erasure", lambda rs: erasure_page.erasure(rs, table, _section, _n)),
+    ("erasure-items", lambda rs: erasure_items_page.erasure_items(rs, table, _section, _n)),
     ("ui", ui_section),
 )
 

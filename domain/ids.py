@@ -51,9 +51,17 @@ def message_id_for_key(being_id: UUID, message_key: str) -> UUID:
     return uuid5(being_id, "message:" + message_key)
 
 
-def conversation_id_for(being_id: UUID, user: str) -> UUID:
-    """The being's one `Conversation` with `user`: every message of theirs moves it."""
-    return uuid5(being_id, "conversation:" + user)
+def conversation_id_for(being_id: UUID, user: str, epoch: int = 0) -> UUID:
+    """The being's `Conversation` with `user`: every message of theirs moves it. `epoch`: how many
+    times the user was forgotten before it (ADR 0089): a user who comes back after `forget subject`
+    starts a new conversation, under a new key; epoch 0 keeps the id conversations always had."""
+    return uuid5(being_id, "conversation:" + user + (f"#{epoch}" if epoch else ""))
+
+
+def subject_erasure_id(being_id: UUID, user: str, epoch: int = 0) -> UUID:
+    """The receipt of the `epoch`-th forgetting (from 0) of `user` in a being: the receipts counted
+    from 0 give the user's current conversation epoch."""
+    return uuid5(being_id, f"erasure:subject:{user}" + (f"#{epoch}" if epoch else ""))
 
 
 def session_id_for(conversation_id: UUID, ordinal: int) -> UUID:

@@ -95,8 +95,8 @@ ITEM_COLUMNS: dict[str, tuple[str, ...]] = {
     "note_terms": ("note_id",),
     "messages": ("id",),
     "conversations": ("id",),
-    "sessions": ("id",),
-    "conversation_summaries": ("id",),
+    "sessions": ("id", "conversation_id"),  # a subject's erasure names the conversation
+    "conversation_summaries": ("id", "conversation_id"),
     "facts": ("id",),
     "fact_refs": ("fact_id",),
     "message_terms": ("message_id",),

@@ -3,9 +3,9 @@
 
 Each item's events are sealed under a key of its own, and what quotes it (a node made from a note, a
 message's extraction) under a key its forgetting destroys too; each key is tagged with its being and
-its subject (`adapters/eventstore/key_choice.py`). Forgetting destroys the keys, then purges what was
-derived from their events by the same path as `forget being` (every view rebuilt: the erased events
-are skipped), rewrites the being's journals without them, and appends an `Erased` receipt.
+its subject (`adapters/eventstore/key_choice.py`). Forgetting destroys the keys, then deletes the rows
+of the erased aggregates from the views (`erasure_item_purge`, ADR 0089), rewrites the being's
+journals without them, and appends an `Erased` receipt.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from engram.domain.base import BeingScopedAggregate
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
-from engram.domain.ids import conversation_id_for
+from engram.domain.ids import conversation_id_for, subject_erasure_id
 from engram.domain.message import Message
 from engram.domain.note import Note
 from engram.services.beings import parse_uuid, resolve_being
+from engram.services.conversation_epochs import subject_epoch
 from engram.services.erasure import Forgetting, Forgotten
+from engram.services.erasure_item_purge import purge_items
 from engram.services.errors import Conflict, NotFound, ServiceError
 from engram.services.journal_markdown import journal_folder
 
@@ -42,10 +44,6 @@ class NotYours(ServiceError):
 
 def item_erasure_id(item_id: UUID) -> UUID:
     return uuid5(item_id, "erasure:item")
-
-
-def subject_erasure_id(being_id: UUID, user: str) -> UUID:
-    return uuid5(being_id, f"erasure:subject:{user}")
 
 
 class ItemForgetting:
@@ -117,15 +115,18 @@ class ItemForgetting:
             raise InvalidInput("name the user to forget: --user U", field="user")
         being = resolve_being(self.f.store, being_ref)
         being_id = UUID(str(being.id))
-        receipt_id = subject_erasure_id(being_id, user)
+        # The user's epoch (ADR 0089): forgotten `epoch` times before; what they said since is in
+        # the conversation of that epoch, and this erasure's receipt is the epoch-th.
+        epoch = subject_epoch(self.f.store, being_id, user)
+        receipt_id = subject_erasure_id(being_id, user, epoch)
         self.f.storage.recover_tags(being_id)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = self.f.keys.owned_keys(being_id, subject=user)
-        if self.f.store.find(Erasure, receipt_id) is not None and not key_ids:
+        if epoch and not key_ids:
             return Forgotten(
                 scope="subject",
                 being_id=being_id,
                 already=True,
-                erasure_id=receipt_id,
+                erasure_id=subject_erasure_id(being_id, user, epoch - 1),
                 message=f"user {user!r} of {being.name!r} was already forgotten",
             )
         if not key_ids:
@@ -145,7 +146,7 @@ class ItemForgetting:
         quoting = {k for item in key_ids for k in self.f.keys.owned_keys(being_id, item_id=item)}
         all_keys = list(dict.fromkeys([*key_ids, *quoting]))
         # The receipt names the subject by its conversation's id, not by name: it stays in clear.
-        target = str(conversation_id_for(being_id, user))
+        target = str(conversation_id_for(being_id, user, epoch))
         return self._erase(
             "subject", target, being_id, all_keys, receipt_id, by, progress, label=f"user {user!r}"
         )
@@ -171,9 +172,7 @@ class ItemForgetting:
             f.storage.forget_cipher(key_id)
         f.store.cache.clear()
         counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in key_ids)
-        # Every view rebuilt from the log, as for a being (ADR 0073): the erased events read as
-        # erased and no projection handles them. (A targeted purge of the items' rows plugs in here.)
-        counts["views_rebuilt"] = len(f.views().rebuild_all(progress=progress))
+        counts.update(purge_items(f, being_id, key_ids, progress))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)
         if counts["journal_files"]:

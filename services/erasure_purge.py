@@ -11,9 +11,9 @@ Two entry points, for `forget being` and for the per-item erasures (a note, a me
 a subject's items):
 - `purge_being(being_id)`: every row of the being;
 - `purge_items(being_id, aggregate_ids)`: the rows of those aggregates of the being, by the columns
-  `ITEM_COLUMNS` names. Counters a view keeps over a being's items (a cluster's sizes, a
-  conversation's message count, BM25 statistics) are not recomputed here: a caller that needs them
-  exact rebuilds the views `PurgeReport.views` names.
+  `ITEM_COLUMNS` names. The counters of a cluster the erased nodes stood in are taken out in place
+  (`erasure_counters`, ADR 0089); the messages' BM25 count is left to the caller (ADR 0089 rebuilds
+  that view).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from uuid import UUID
 import structlog
 
 from engram.projections import being_rows, engine
+from engram.services.erasure_counters import uncount_items
 from engram.services.errors import Conflict
 from engram.services.ports import TableScrub
 
@@ -147,6 +148,9 @@ class ViewPurge:
                 else:
                     keys = being_rows.item_keys(conn, db, "nodes", generation, being_id, aggregate_ids)
                     views.fulltext.forget(conn, nodes, keys, stored=True)
+            if aggregate_ids is not None:
+                # The erased nodes' part of their clusters' counters, taken out before their rows go.
+                uncount_items(views, name, conn, db, generation, being_id, aggregate_ids)
             rows = being_rows.delete_rows(conn, db, projection, generation, being_id, aggregate_ids)
             if found:
                 # Inside the transaction, as a batch's `before_commit`: if the index fails, the rows

@@ -15,10 +15,11 @@ from uuid import UUID
 
 from engram.domain.conversation import Conversation
 from engram.domain.errors import DomainError, InvalidInput
-from engram.domain.ids import conversation_id_for, message_id_for_key
+from engram.domain.ids import message_id_for_key
 from engram.domain.message import Message, check_message, journal_text
 from engram.services.beings import resolve_being_id
 from engram.services.commands import MAX_BATCH_MESSAGES, MessageInput, MessagesTaken, MessageTaken
+from engram.services.conversation_epochs import current_conversations, find_readable
 from engram.services.errors import Conflict
 from engram.services.ports import Clock
 from engram.services.runner import CommandRunner
@@ -60,6 +61,14 @@ def refusal(exc: DomainError, index: int) -> dict[str, Any]:
     return {"index": index, "code": exc.code, "field": exc.details.get("field"), "message": exc.message}
 
 
+def _erased(key: str, message_id: UUID) -> Conflict:
+    return Conflict(
+        f"message id {key!r} was forgotten (erased): it is not taken again; new words take a new id",
+        field="id",
+        message_id=str(message_id),
+    )
+
+
 class MessageCommands:
     def __init__(
         self, store: AggregateStore, clock: Clock, runner: CommandRunner, session_gap: timedelta
@@ -98,11 +107,18 @@ class MessageCommands:
                     self._refuse(exc, i, len(messages), refused, skip_refused)
                     continue
                 valid.append((i, item, message_id_for_key(being_id, item.id)))
-            existing = self.store.find_many(Message, [m for _, _, m in valid], being_id=being_id)
+            existing, erased = find_readable(self.store, Message, [m for _, _, m in valid], being_id)
+            if erased:
+                # A retried delivery of a forgotten message (ADR 0089): not taken again, its words stay gone.
+                kept = []
+                for i, item, message_id in valid:
+                    if message_id in erased:
+                        self._refuse(_erased(item.id, message_id), i, len(messages), refused, skip_refused)
+                    else:
+                        kept.append((i, item, message_id))
+                valid = kept
             users = {item.user for _, item, mid in valid if mid not in existing}
-            conversations = self.store.find_many(
-                Conversation, [conversation_id_for(being_id, u) for u in users], being_id=being_id
-            )
+            conversation_ids, conversations = current_conversations(self.store, being_id, users)
             results: dict[int, MessageTaken] = {}
             fresh: list[tuple[int, Message]] = []
             touched: dict[UUID, Conversation] = {}
@@ -121,7 +137,7 @@ class MessageCommands:
                         continue
                     results[i] = _result(earlier, duplicate=True, position=None)
                     continue
-                conversation_id = conversation_id_for(being_id, item.user)
+                conversation_id = conversation_ids[item.user]
                 conversation = touched.get(conversation_id) or conversations.get(conversation_id)
                 if conversation is None:
                     conversation = Conversation.start(conversation_id, being_id, item.user, now)

@@ -66,6 +66,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "embeddings-migrate-sqlite",  # ADR 0071
         "audit-log-sqlite",  # ADRs 0069, 0070
         "erasure-sqlite",  # ADR 0077
+        "erasure-items-sqlite",  # ADR 0089
         "ui-sqlite",  # issue #14
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
@@ -82,6 +83,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "embeddings-migrate-postgresql",
             "audit-log-postgresql",
             "erasure-postgresql",
+            "erasure-items-postgresql",
             "ui-postgresql",
         }
     assert expected <= set(load_results(results))

@@ -9,13 +9,15 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from engram.domain.erasure import ContentErased, ErasedContent, Erasure
+from engram.domain.erasure import ErasedContent, Erasure
 from engram.domain.errors import InvalidInput
+from engram.domain.ids import conversation_id_for
+from engram.projections import engine
 from engram.services.bootstrap import Engram, bootstrap
 from engram.services.commands import FactInput, MessageInput, NoteInput
 from engram.services.config import Settings
 from engram.services.erasure_items import NotYours
-from engram.services.errors import NotFound
+from engram.services.errors import Conflict, NotFound
 from engram.services.fact_listing import list_facts
 from tests.integration.test_erasure import _files_with, _pg_dump
 from tests.patrol_support import scene
@@ -23,6 +25,7 @@ from tests.support import SeededIds, SteppingClock
 
 CANARY = "qzjitemcanaryxv"  # one token: a full-text index keeps it whole
 USER_CANARY = "vwksubjcanaryqj"
+SECOND_CANARY = "kqzbackcanaryjw"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -126,10 +129,6 @@ def test_forget_subject_erases_the_users_words_and_keeps_the_others(
         receipts = [e for _, e in engram.store.decoded_events(1, 10_000) if isinstance(e, Erasure.Erased)]
         assert [r.scope for r in receipts] == ["subject"] and "mina" not in receipts[0].target
         assert engram.item_forgetting.forget_subject("Aria", "mina", by="admin").already
-        with pytest.raises(
-            ContentErased, match="erased"
-        ):  # ADR 0076: refused, until conversations have epochs
-            engram.messages.take("Aria", MessageInput(id="m9", user="mina", text="hello again", at=T0))
         with pytest.raises(NotFound, match="forgotten"):
             engram.item_forgetting.forget_item("message", ids["message"], by="admin")
     finally:
@@ -139,6 +138,69 @@ def test_forget_subject_erases_the_users_words_and_keeps_the_others(
     if backend == "postgres":
         dump = _pg_dump(settings)
         assert b"CREATE TABLE" in dump and USER_CANARY.encode() not in dump.lower()
+
+
+def _said(engram: Engram, user: str) -> list[str]:
+    """The texts of the being's messages from `user`, as the conversations view holds them."""
+    views = engram.views
+    db = views.dbs["conversations"]
+    with db.read() as conn:
+        table = engine.read_tables(conn, db, views.projections["conversations"])["messages"]
+        rows = conn.query(f"SELECT text FROM {table} WHERE user_id = ? ORDER BY at, id", [user])
+    return [str(r["text"]) for r in rows]
+
+
+def test_a_forgotten_user_comes_back_afresh(
+    make_settings: Callable[..., Settings], clock: SteppingClock, backend: str
+) -> None:
+    """ADR 0089: after `forget subject`, the same user's new messages start a new conversation (the
+    next epoch) under a new key; a retried delivery of an erased message is refused; forgetting the
+    user again erases the new words too, and the old ones stay gone."""
+    settings = make_settings()
+    engram = bootstrap(settings, clock=clock, ids=SeededIds())
+    try:
+        ids = _plant(engram)
+        first = engram.item_forgetting.forget_subject("Aria", "mina", by="admin")
+        back = engram.messages.take(
+            "Aria", MessageInput(id="m10", user="mina", text=f"hello again {SECOND_CANARY}", at=T0)
+        )
+        assert not back.duplicate and back.conversation_id != str(conversation_id_for(first.being_id, "mina"))
+        assert back.conversation_id == str(conversation_id_for(first.being_id, "mina", 1))
+        engram.views.catch_up_or_rebuild()
+        assert _said(engram, "mina") == [f"hello again {SECOND_CANARY}"]  # readable; the old words gone
+        assert "mina" in [s.user for s in engram.sessions.list("Aria").sessions]
+        with pytest.raises(Conflict, match="forgotten"):  # a retried delivery of an erased message
+            engram.messages.take(
+                "Aria", MessageInput(id="m1", user="mina", text=f"my {USER_CANARY} secret", at=T0)
+            )
+        batch = engram.messages.take_many(
+            "Aria",
+            [
+                MessageInput(id="m1", user="mina", text=f"my {USER_CANARY} secret", at=T0),
+                MessageInput(id="m11", user="mina", text="and once more", at=T0 + timedelta(seconds=9)),
+            ],
+            skip_refused=True,
+        )
+        assert [r["index"] for r in batch.refused] == [0] and len(batch.messages) == 1
+        engram.views.catch_up_or_rebuild()
+        assert USER_CANARY not in str(_said(engram, "mina"))
+
+        again = engram.item_forgetting.forget_subject("Aria", "mina", by="admin")
+        assert not again.already and again.erasure_id != first.erasure_id
+        assert again.counts["keys"] >= 3  # the two new messages and the new conversation
+        assert UUID(back.message_id) in _erased_ids(engram) and UUID(ids["other"]) not in _erased_ids(engram)
+        engram.views.catch_up_or_rebuild()
+        assert _said(engram, "mina") == [] and _said(engram, "olaf") == ["olaf says hi"]
+        assert engram.item_forgetting.forget_subject("Aria", "mina", by="admin").already
+        third = engram.messages.take("Aria", MessageInput(id="m12", user="mina", text="third time", at=T0))
+        assert third.conversation_id == str(conversation_id_for(first.being_id, "mina", 2))
+    finally:
+        engram.close()
+    data = settings.data_dir
+    assert _files_with(data, USER_CANARY.encode()) == [] and _files_with(data, SECOND_CANARY.encode()) == []
+    if backend == "postgres":
+        dump = _pg_dump(settings)
+        assert b"CREATE TABLE" in dump and SECOND_CANARY.encode() not in dump.lower()
 
 
 def test_forget_item_bad_input(engram: Engram) -> None:
