@@ -100,20 +100,23 @@ class OwnedKeys:
         self._busy = False
         self._flush_now = False
         self._writer: threading.Thread | None = None
-        self._bg: sqlite3.Connection | None = None
+        self._bg: sqlite3.Connection | None = None  # tags: not flushed (see above)
+        self._bg_durable: sqlite3.Connection | None = None  # batches and blocks: flushed (FULL)
 
     @property
     def exists(self) -> bool:
         return self.path.exists()
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, *, durable: bool = False) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         _to_wal(conn)
         conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
-        conn.execute("PRAGMA synchronous=NORMAL")  # tags; reservations ask for FULL themselves
+        # NORMAL: tags (reservations on this connection ask for FULL themselves); FULL: the background
+        # thread's connection for blocks and batches, each one statement flushed as it commits.
+        conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
         conn.executescript(_SCHEMA)
         return conn
 
@@ -154,17 +157,24 @@ class OwnedKeys:
             for batch in batches:  # first: a save waits for them
                 batch.write(self)
             try:
-                if self._bg is None:
-                    self._bg = self._connect()
                 if tags:
-                    _run_one(self._bg, _TAG, [json.dumps(tags)], durable=False)
+                    if self._bg is None:
+                        self._bg = self._connect()
+                    self._bg.execute(_TAG, [json.dumps(tags)])  # one statement: its own transaction
                 for being, size in refill.items():
                     block = self._new_keys(size)
-                    _insert(self._bg, being, [(slot, None, None, None, key) for slot, key in block])
+                    rows = [(slot, None, None, None, key) for slot, key in block]
+                    _insert(self._durable_bg(), being, rows, alone=True)
                     with self._lock:  # on disk now: usable
                         self._free.setdefault(being, [])[:0] = block
             except Exception as exc:  # a full disk: the tags are recovered from the log when forgetting
                 log.warning("owned_keys_background_failed", error=repr(exc))
+
+    def _durable_bg(self) -> sqlite3.Connection:
+        """The background thread's connection for rows that must be on disk (`synchronous=FULL`)."""
+        if self._bg_durable is None:
+            self._bg_durable = self._connect(durable=True)
+        return self._bg_durable
 
     def _enqueue(self, tags: list[tuple[str, str | None, str | None, str]], refill: dict[UUID, int]) -> None:
         with self._wake:
@@ -502,9 +512,7 @@ class _Batch:
 
     def write(self, keys: OwnedKeys) -> None:
         try:
-            if keys._bg is None:
-                keys._bg = keys._connect()
-            _insert(keys._bg, self.being, self.rows)
+            _insert(keys._durable_bg(), self.being, self.rows, alone=True)
         except BaseException as exc:  # a full disk: the save that took these keys fails
             self.error = exc
             with keys._lock:
@@ -532,8 +540,14 @@ def _insert(
     db: sqlite3.Connection,
     being: UUID,
     rows: Sequence[tuple[UUID, UUID | None, str | None, UUID | None, bytes]],
+    *,
+    alone: bool = False,
 ) -> None:
-    """New slots of a being (slot, key id, subject, item, key), on disk when this returns."""
+    """New slots of a being (slot, key id, subject, item, key), on disk when this returns. `alone`: on a
+    connection kept at `synchronous=FULL` (the background thread's), the INSERT runs as the one
+    statement of its own transaction (atomic, flushed as it commits): one call into SQLite instead of
+    five (pragma, begin, insert, commit, pragma), each of which gave up and took back the
+    interpreter's lock, a wait each time the saving thread held it."""
     # `f"{u.int:032x}"` is `UUID.hex` without its Python property call (three per key, on the thread
     # that holds the interpreter's lock while the saving thread encrypts).
     tags = [
@@ -546,6 +560,9 @@ def _insert(
         for slot, key_id, subject, item, _ in rows
     ]
     keys = b"".join(r[4] for r in rows)
+    if alone:
+        db.execute(_INSERT, [being.hex, keys, json.dumps(tags)])
+        return
     _run_one(db, _INSERT, [being.hex, keys, json.dumps(tags)], durable=True)
 
 
