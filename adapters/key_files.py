@@ -43,6 +43,7 @@ class LocalKeyStore:
         self.path = path
         self._lock = threading.Lock()
         self._keys: dict[str, str] = {}
+        self._tombstones = False  # any destroyed key: until one is, a new item key needs no check
         self._seen: tuple[int, int, int] | None = None  # (inode, mtime, size): each save is a new inode
         self._checked_at = time.monotonic()
         self.owned = OwnedKeys(path.with_name(path.stem + OWNED_SUFFIX))
@@ -80,6 +81,7 @@ class LocalKeyStore:
         if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
             raise KeyStoreError(f"key store {self.path} is not an Engram key store")
         self._keys = {str(k): str(v) for k, v in data["keys"].items()}
+        self._tombstones = _DESTROYED in self._keys.values()
         self._seen = _signature(self.path)
 
     def _refresh(self) -> None:
@@ -176,6 +178,7 @@ class LocalKeyStore:
             if self._keys.get(key_id.hex) == _DESTROYED:
                 return False
             self._keys[key_id.hex] = _DESTROYED
+            self._tombstones = True
             self._save()
         self.owned.delete_being(key_id)  # a being's: its item keys, reserved or with lost tags too
         return True
@@ -188,6 +191,7 @@ class LocalKeyStore:
             for key_id in key_ids:
                 if self._keys.get(key_id.hex) != _DESTROYED:
                     self._keys[key_id.hex] = _DESTROYED
+                    self._tombstones = True
                     fresh += 1
             if fresh:
                 self._save()
@@ -201,13 +205,20 @@ class LocalKeyStore:
     def create_keys(
         self, wanted: Sequence[tuple[UUID, UUID, str | None, UUID | None]], new: Collection[UUID] = ()
     ) -> list[tuple[UUID, bytes] | None]:
-        dead: dict[UUID, bool] = {}  # per being, asked once per save
+        if not wanted:
+            return []
+        self._recheck()
+        keys, checked = self._keys, self._tombstones
+        dead: dict[int, bool] = {}  # per being (by its id's `int`, hashed in C), asked once per save
         live = []
         for w in wanted:
-            being_dead = dead.get(w[1])
+            being_dead = dead.get(w[1].int)
             if being_dead is None:
-                being_dead = dead[w[1]] = self.is_destroyed(w[1])
-            live.append(not being_dead and not self.is_destroyed(w[0]))
+                being_dead = dead[w[1].int] = keys.get(w[1].hex) == _DESTROYED
+            # The key id's `.hex` (Python, ~0.5 µs) only once a key was ever destroyed here.
+            live.append(not being_dead and not (checked and keys.get(w[0].hex) == _DESTROYED))
+        if all(live):
+            return list(self.owned.create_many(wanted, new))
         taken = iter(self.owned.create_many([w for w, ok in zip(wanted, live, strict=True) if ok], new))
         return [next(taken) if ok else None for ok in live]
 
@@ -225,10 +236,14 @@ class LocalKeyStore:
     def tag_slot(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
         self.owned.tag(slot, key_id, subject, item_id)
 
-    def is_destroyed(self, key_id: UUID) -> bool:
+    def _recheck(self) -> None:
+        """Read the file again if this copy is older than `_RECHECK_S` and the file changed."""
         if time.monotonic() - self._checked_at > _RECHECK_S:
             with self._lock:
                 self._refresh()
+
+    def is_destroyed(self, key_id: UUID) -> bool:
+        self._recheck()
         return self._keys.get(key_id.hex) == _DESTROYED
 
     def create(self) -> None:

@@ -188,7 +188,7 @@ def test_a_batch_whose_keys_cannot_be_written_is_refused_and_its_keys_never_used
     events = _batch(being, 300)
     real = owned_keys._insert
 
-    def full_disk(*args: Any) -> None:
+    def full_disk(*args: Any, **kwargs: Any) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
     monkeypatch.setattr(owned_keys, "_insert", full_disk)

@@ -132,3 +132,36 @@ def test_stores_writing_keys_at_once_keep_every_key(tmp_path: Path) -> None:
     written = {key_id: stores[n].key_for_writing(key_id) for n, mine in enumerate(ids) for key_id in mine}
     assert all(fresh.key_for_reading(key_id) == key for key_id, key in written.items())
     assert len(written) == 100
+
+
+def test_the_owned_key_file_opens_when_another_process_holds_it_while_turning_it_to_wal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Processes opening a new owned-key file at once: SQLite answers `database is locked` at once
+    (without waiting) to one asking for WAL while another converts the file; opening tries again."""
+    import sqlite3
+
+    from engram.adapters import owned_keys
+
+    real_connect = sqlite3.connect
+    refused: list[str] = []
+
+    class Busy:
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql.startswith("PRAGMA journal_mode") and len(refused) < 2:
+                refused.append(sql)
+                raise sqlite3.OperationalError("database is locked")
+            return self.conn.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.conn, name)
+
+    monkeypatch.setattr(owned_keys.sqlite3, "connect", lambda *a, **k: Busy(real_connect(*a, **k)))
+    keys = owned_keys.OwnedKeys(tmp_path / "keys.owned.sqlite3")
+    being = uuid4()
+    slot, key = keys.slot_for_writing(uuid4(), being, None, None)
+    assert len(refused) == 2 and keys.key_of_slot(slot) == key
+    keys.close()
