@@ -99,6 +99,7 @@ class OwnedKeys:
         self._mine = threading.local()  # the batches this thread's save must see on disk (`settle`)
         self._busy = False
         self._flush_now = False
+        self._closing = False  # `close` asks the background thread to end once idle
         self._writer: threading.Thread | None = None
         self._bg: sqlite3.Connection | None = None  # tags: not flushed (see above)
         self._bg_durable: sqlite3.Connection | None = None  # batches and blocks: flushed (FULL)
@@ -148,6 +149,9 @@ class OwnedKeys:
                         continue
                     self._busy = False
                     self._wake.notify_all()
+                    if self._closing:  # idle and asked to end: its connections go with it
+                        self._close_background_connections()
+                        return
                     self._wake.wait()
                 self._busy = True
                 self._flush_now = False
@@ -181,11 +185,16 @@ class OwnedKeys:
             self._pending.extend(tags)
             for being, size in refill.items():
                 self._refill[being] = max(size, self._refill.get(being, 0))
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._background, name="owned-keys", daemon=True)
-                self._writer.start()
+            self._start_writer()
             if refill or len(self._pending) >= _TAGS_AT_ONCE or len(self._pending) == len(tags):
                 self._wake.notify_all()  # a block to reserve, many tags, or the first tags of a quiet spell
+
+    def _start_writer(self) -> None:
+        """Start the background thread if none runs (the caller holds `_wake`)."""
+        if self._writer is None:
+            self._closing = False
+            self._writer = threading.Thread(target=self._background, name="owned-keys", daemon=True)
+            self._writer.start()
 
     def flush(self) -> None:
         """Wait until the queued tags and blocks are written (before anything reads the tags)."""
@@ -336,9 +345,7 @@ class OwnedKeys:
         pending.append(batch)
         with self._wake:
             self._batches.append(batch)
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._background, name="owned-keys", daemon=True)
-                self._writer.start()
+            self._start_writer()
             self._wake.notify_all()
 
     def settle(self) -> None:
@@ -487,8 +494,23 @@ class OwnedKeys:
             )
             return cur.rowcount > 0
 
+    def _close_background_connections(self) -> None:
+        for conn in (self._bg, self._bg_durable):
+            if conn is not None:
+                conn.close()
+        self._bg = self._bg_durable = None
+
     def close(self) -> None:
         self.flush()
+        # End the background thread and close its connections: a process that opens and closes many
+        # deployments (a server's tests, a worker) would otherwise keep a thread and two SQLite
+        # connections, with their page caches, per deployment it ever opened.
+        with self._wake:
+            writer, self._writer = self._writer, None
+            self._closing = True
+            self._wake.notify_all()
+        if writer is not None:
+            writer.join(timeout=_OPEN_WAIT_S)
         with self._lock:
             unused = [(slot.hex,) for free in self._free.values() for slot, _ in free]
             self._free.clear()

@@ -118,3 +118,22 @@ def test_a_process_killed_with_reserved_keys_loses_none_and_hands_none_out_twice
         assert "bo's note" in _texts(engram) and "parent note" not in _texts(engram)
     finally:
         engram.close()
+
+
+def test_closing_a_deployment_ends_its_key_writer_and_closes_its_connections(
+    make_settings: Callable[..., Settings], clock: SteppingClock
+) -> None:
+    """A process that opens and closes many deployments (a worker, a test run) keeps no key-writer
+    thread nor its SQLite connections for the ones it closed."""
+    engram = bootstrap(make_settings(), clock=clock, ids=SeededIds())
+    engram.beings.register("Aria")
+    engram.notes.take_many(
+        "Aria", [NoteInput(kind="todo", text=f"errand {i}", idempotency_key=f"e{i}") for i in range(300)]
+    )
+    owned = engram.store.app.keys.owned  # type: ignore[attr-defined]
+    writer = owned._writer
+    assert writer is not None and writer.is_alive()  # the batch's keys went through it
+    engram.close()
+    writer.join(timeout=5)
+    assert not writer.is_alive()
+    assert owned._bg is None and owned._bg_durable is None and owned._conn is None
