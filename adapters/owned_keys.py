@@ -34,7 +34,8 @@ import sqlite3
 import struct
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from uuid import UUID, SafeUUID
 
@@ -609,16 +610,15 @@ def _to_wal(conn: sqlite3.Connection) -> None:
             pause = min(0.1, pause * 2)
 
 
-def _run_one(
-    db: sqlite3.Connection, sql: str, params: Sequence[object] | Mapping[str, object], *, durable: bool
-) -> None:
-    """One statement in one transaction; `durable`: flushed to disk before it returns."""
+@contextmanager
+def _transaction(db: sqlite3.Connection, *, durable: bool) -> Iterator[None]:
+    """One transaction; `durable`: flushed to disk before it ends (`synchronous=FULL`)."""
     if durable:
         db.execute("PRAGMA synchronous=FULL")
     try:
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute(sql, params)
+            yield
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -626,6 +626,14 @@ def _run_one(
     finally:
         if durable:
             db.execute("PRAGMA synchronous=NORMAL")
+
+
+def _run_one(
+    db: sqlite3.Connection, sql: str, params: Sequence[object] | Mapping[str, object], *, durable: bool
+) -> None:
+    """One statement in one transaction; `durable`: flushed to disk before it returns."""
+    with _transaction(db, durable=durable):
+        db.execute(sql, params)
 
 
 def _run(db: sqlite3.Connection, sql: str, rows: Sequence[Sequence[object]], durable: bool) -> None:
@@ -633,16 +641,5 @@ def _run(db: sqlite3.Connection, sql: str, rows: Sequence[Sequence[object]], dur
     if not durable and len(rows) == 1:
         db.execute(sql, rows[0])  # one statement commits by itself (autocommit)
         return
-    if durable:
-        db.execute("PRAGMA synchronous=FULL")
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.executemany(sql, rows)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-    finally:
-        if durable:
-            db.execute("PRAGMA synchronous=NORMAL")
+    with _transaction(db, durable=durable):
+        db.executemany(sql, rows)

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from engram.adapters.cli.output import EXIT_CONFLICT, emit_json, fail_text
+from engram.services.erasure import Forgotten
 
 
 def _confirmed(question: str, yes: bool) -> bool:
@@ -18,6 +19,20 @@ def _confirmed(question: str, yes: bool) -> bool:
     if not sys.stdin.isatty():
         fail_text("this erases for good: pass --yes to confirm when not on a terminal", EXIT_CONFLICT)
     return click.confirm(question, default=False, err=True)
+
+
+def report(done: Forgotten, as_json: bool) -> None:
+    """What a forget did: its message, counts and receipt (or the JSON), after any progress line."""
+    if sys.stderr.isatty() and not as_json:
+        click.echo("\r\x1b[K", err=True, nl=False)  # the progress line goes
+    if as_json:
+        emit_json(done.model_dump(mode="json"))
+        return
+    click.echo(done.message)
+    if done.counts:
+        click.echo("  " + ", ".join(f"{k} {v}" for k, v in done.counts.items()))
+    if done.position is not None:
+        click.echo(f"  receipt {done.erasure_id} at position {done.position}")
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -41,14 +56,4 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             if live:
                 click.echo(f"\r\x1b[Kerasing, {view}: {position}/{head}", err=True, nl=False)
 
-        done = ctx.engram.forgetting.forget_being(being_ref, by=by, progress=progress)
-        if live:
-            click.echo("\r\x1b[K", err=True, nl=False)
-        if as_json:
-            emit_json(done.model_dump(mode="json"))
-            return
-        click.echo(done.message)
-        if done.counts:
-            click.echo("  " + ", ".join(f"{k} {v}" for k, v in done.counts.items()))
-        if done.position is not None:
-            click.echo(f"  receipt {done.erasure_id} at position {done.position}")
+        report(ctx.engram.forgetting.forget_being(being_ref, by=by, progress=progress), as_json)

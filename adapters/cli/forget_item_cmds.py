@@ -9,9 +9,8 @@ from typing import Any
 
 import click
 
-from engram.adapters.cli.forget_cmds import _confirmed
-from engram.adapters.cli.output import EXIT_CONFLICT, emit_json, fail_text
-from engram.services.erasure import Forgotten
+from engram.adapters.cli.forget_cmds import _confirmed, report
+from engram.adapters.cli.output import EXIT_CONFLICT, fail_text
 
 
 def _progress(as_json: bool) -> Callable[[str, int, int], None]:
@@ -22,19 +21,6 @@ def _progress(as_json: bool) -> Callable[[str, int, int], None]:
             click.echo(f"\r\x1b[Krebuilding {view}: {position}/{head}", err=True, nl=False)
 
     return progress
-
-
-def _report(done: Forgotten, as_json: bool) -> None:
-    if sys.stderr.isatty() and not as_json:
-        click.echo("\r\x1b[K", err=True, nl=False)
-    if as_json:
-        emit_json(done.model_dump(mode="json"))
-        return
-    click.echo(done.message)
-    if done.counts:
-        click.echo("  " + ", ".join(f"{k} {v}" for k, v in done.counts.items()))
-    if done.position is not None:
-        click.echo(f"  receipt {done.erasure_id} at position {done.position}")
 
 
 def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
@@ -53,7 +39,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if not _confirmed(f"Erase everything of user {user!r} in {being_ref!r}, for good?", yes):
             fail_text("nothing erased", EXIT_CONFLICT)
         done = ctx.engram.item_forgetting.forget_subject(being_ref, user, by=by, progress=_progress(as_json))
-        _report(done, as_json)
+        report(done, as_json)
 
     for kind in ("note", "message", "fact"):
         _item_command(forget, command, kind)
@@ -69,4 +55,4 @@ def _item_command(forget: click.Group, command: Callable[[Any], Any], kind: str)
         if not _confirmed(f"Erase {kind} {item_id}, for good?", yes):
             fail_text("nothing erased", EXIT_CONFLICT)
         done = ctx.engram.item_forgetting.forget_item(kind, item_id, by=by, progress=_progress(as_json))
-        _report(done, as_json)
+        report(done, as_json)
