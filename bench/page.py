@@ -627,6 +627,30 @@ def locomo(r: Result) -> str:
     return _section("LoCoMo retrieval", "engram bench locomo PATH --links", r, body)
 
 
+def variant_table(
+    variants: dict[str, Any], cats: Sequence[str], convs: Sequence[str], bold: str | None = None
+) -> str:
+    """One row per ranking variant: R@5, R@10, its interval, R@10 per category (– where a variant has
+    no question of it) and per conversation."""
+    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in cats], *convs]
+    rows = [
+        [
+            f"**{name}**" if name == bold else name,
+            f"{v['overall']['recall']['5']:.3f}",
+            f"{v['overall']['recall']['10']:.3f}",
+            f"{v['overall']['interval_10']:.3f}",
+            *[_r10(v["categories"].get(c)) for c in cats],
+            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
+        ]
+        for name, v in variants.items()
+    ]
+    return table(header, rows, "l" + "r" * (len(header) - 1))
+
+
+def _r10(group: dict[str, Any] | None) -> str:
+    return f"{group['recall']['10']:.3f}" if group else "–"
+
+
 def locomo_logic(
     r: Result,
     title: str = "LoCoMo retrieval logic",
@@ -637,25 +661,13 @@ def locomo_logic(
     variants: dict[str, Any] = r["variants"]
     cats = ("1", "2", "3", "4")
     convs = list(next(iter(variants.values()))["conversations"])
-    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in cats], *convs]
-    rows = [
-        [
-            f"**{name}**" if name == "default" else name,
-            f"{v['overall']['recall']['5']:.3f}",
-            f"{v['overall']['recall']['10']:.3f}",
-            f"{v['overall']['interval_10']:.3f}",
-            *[f"{v['categories'][c]['recall']['10']:.3f}" for c in cats],
-            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
-        ]
-        for name, v in variants.items()
-    ]
     chosen = ", ".join(f"{c}: {n}" for c, n in r.get("cross_validation", {}).items())
     body = [
         f"{r['dataset']['questions']} scored questions of `{Path(r['dataset']['path']).name}`; every "
         "variant ranks the same candidates in one run (`bench/locomo_tuning.py`); ± is the 95 % interval "
         "of R@10. The last row scores on each conversation the weight chosen on the other four: "
         f"{chosen}. What was kept and dropped: `docs/recall.md`.",
-        table(header, rows, "l" + "r" * (len(header) - 1)),
+        variant_table(variants, cats, convs, bold="default"),
     ]
     paired = r.get("paired_gains", {})
     if paired:

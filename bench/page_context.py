@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.page import Result, _section, table
+from bench.page import Result, _r10, _section, table, variant_table
 
 CATEGORIES = ("1", "2", "3", "4")
-
-
-def _r10(group: dict[str, Any] | None) -> str:
-    return f"{group['recall']['10']:.3f}" if group else "–"
 
 
 def _code(name: str) -> str:
@@ -50,25 +46,13 @@ def dense(r: Result) -> str:
 def ranking(r: Result) -> str:
     variants: dict[str, Any] = r["variants"]
     convs = list(next(iter(variants.values()))["conversations"])
-    header = ["variant", "R@5", "R@10", "±", *[f"R@10 c{c}" for c in CATEGORIES], *convs]
-    rows = [
-        [
-            name,
-            f"{v['overall']['recall']['5']:.3f}",
-            f"{v['overall']['recall']['10']:.3f}",
-            f"{v['overall']['interval_10']:.3f}",
-            *[_r10(v["categories"].get(c)) for c in CATEGORIES],
-            *[f"{v['conversations'][c]['recall']['10']:.3f}" for c in convs],
-        ]
-        for name, v in variants.items()
-    ]
     chosen = ", ".join(f"{c}: {n}" for c, n in r.get("cross_validation", {}).items())
     body = [
         f"{r['dataset']['questions']} scored questions; the default profile's `rank` (fusion, speaker "
         "weight) over each question's lexical candidates and a semantic channel of exact cosines under "
         "each variant (`bench/locomo_context_logic.py`); ± is the 95 % interval of R@10. The last row "
         f"scores on each conversation the variant chosen on the other four: {chosen}.",
-        table(header, rows, "l" + "r" * (len(header) - 1)),
+        variant_table(variants, CATEGORIES, convs),
     ]
     return _section(
         "LoCoMo: contextual vectors in the full ranking",
