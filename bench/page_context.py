@@ -88,12 +88,24 @@ def pieces(r: Result) -> str:
         "lrrr",
     )
     gains = table(
-        ["variant (gain over today's, paired 95 % interval)", "R@5", "R@10", "multi-hop R@10"],
         [
-            [name, _gain(g["overall"]["5"]), _gain(g["overall"]["10"]), _gain(g["1"]["10"])]
+            "variant (gain over today's, paired 95 % interval)",
+            "R@5",
+            "R@10",
+            "multi-hop R@10",
+            "openers R@10",
+        ],
+        [
+            [
+                name,
+                _gain(g["overall"]["5"]),
+                _gain(g["overall"]["10"]),
+                _gain(g["1"]["10"]),
+                _gain(g["openers"]["10"]) if "openers" in g else "–",
+            ]
             for name, g in r["paired"].items()
         ],
-        "lrrr",
+        "lrrrr",
     )
     body = [
         f"{r['dataset']['questions']} scored questions ({r['embedding_model']}). A memory's text cut into "
@@ -101,7 +113,8 @@ def pieces(r: Result) -> str:
         "scores its best piece, alone, with its whole-turn vector (max), or in a blend. First the dense "
         "channel alone (its top 10), then the default profile's `rank` over the same cosines "
         "(`bench/locomo_pieces.py`); ± is the 95 % interval of R@10. The last row scores on each "
-        f"conversation the variant chosen on the other four: {chosen}. Verdict in docs/recall.md, "
+        f"conversation the variant chosen on the other four: {chosen}. Openers: the questions with a "
+        "session's first turn among their evidence. Verdict in docs/recall.md, "
         '"Memory side: finer pieces".',
         cost,
         variant_table(dense_rows, CATEGORIES, convs),
@@ -109,7 +122,7 @@ def pieces(r: Result) -> str:
         gains,
     ]
     return _section(
-        "LoCoMo: finer pieces (a memory's best sentence)",
+        "LoCoMo: finer pieces (a memory scores its best piece)",
         "engram bench locomo-pieces -- PATH --reuse-data DIR --cache DIR",
         r,
         body,

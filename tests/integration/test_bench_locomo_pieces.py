@@ -99,7 +99,8 @@ def test_the_command_ranks_every_split_beside_todays_and_the_page_shows_it(
     assert "dense, pieces (sentences), max" in variants
     cost = report["cost"]["sentences"]
     assert cost["memories"] > 0 and cost["extra_vectors"] >= 2 * cost["split"]
-    assert set(report["paired"]["default, pieces (sentences), max"]) == {"overall", "1"}
+    assert set(report["paired"]["default, pieces (sentences), max"]) == {"overall", "1", "openers"}
+    assert "pieces variant, leave one conversation out" in report["paired"]
     assert set(report["cross_validation"]) == {"syn-a", "syn-b"}
     section = page_context.render({"locomo-pieces": report})
     assert section is not None and section.startswith("## LoCoMo: finer pieces")
