@@ -75,7 +75,9 @@ class Dense:
 
     ids: dict[str, list[str]]
     turn: dict[str, Matrix]
-    context: dict[str, dict[str, Matrix]]
+    context: dict[str, dict[str, Any]]
+    """A window's matrix per conversation, or anything whose `@ q` gives each memory's cosine
+    (`bench/locomo_pieces.Pieces`: a memory's best piece)."""
     questions: dict[int, Matrix]
     """id(case) → the question's vector, embedded as `query` embeds it."""
 
@@ -88,7 +90,7 @@ def dense_vectors(
 ) -> Dense:
     ids: dict[str, list[str]] = {}
     turn: dict[str, Matrix] = {}
-    context: dict[str, dict[str, Matrix]] = {w.name: {} for w in windows}
+    context: dict[str, dict[str, Any]] = {w.name: {} for w in windows}
     by_ref: dict[str, dict[str, str]] = {}
     for case in cases:
         by_ref.setdefault(case.conversation, {v: k for k, v in case.refs.items()})
@@ -147,23 +149,27 @@ def leave_one_out(cases: Sequence[Case], rankers: Sequence[tuple[str, Ranker]]) 
     return {"chosen": chosen, "held_out": evaluate(cases, by_fold)}
 
 
+def data_dir_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The arguments of a harness that re-ranks an ingested data dir (this one, `locomo_pieces`)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", type=Path, help="a LoCoMo-format file (the development split)")
+    parser.add_argument(
+        "--reuse-data", type=Path, required=True, help="a data dir `engram bench locomo` ingested"
+    )
+    parser.add_argument("--cache", type=Path, default=None, help="the vector cache (kept for the next run)")
+    parser.add_argument("--json-out", type=Path, default=None)
+    return parser
+
+
 def main() -> None:
     from bench.report import machine, now_utc
     from engram.adapters.embedders import build_embedder
     from engram.adapters.logging import configure_logging
 
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("path", type=Path, help="a LoCoMo-format file (the development split)")
-    parser.add_argument(
-        "--reuse-data", type=Path, required=True, help="a data dir `engram bench locomo` ingested"
-    )
+    parser = data_dir_parser(__doc__)
     parser.add_argument(
         "--window", action="append", default=None, help="a window of locomo-context (repeatable)"
     )
-    parser.add_argument("--cache", type=Path, default=None, help="the vector cache of locomo-context")
-    parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
     configure_logging("warning")
     known = {w.name: w for w in WINDOWS}

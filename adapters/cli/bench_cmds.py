@@ -181,6 +181,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "LoCoMo, the full ranking over contextual vectors beside today's, leave one conversation out.",
     )
     _passthrough(
+        "locomo-pieces",
+        "locomo_pieces",
+        "LoCoMo: a memory's text in sentences or N-token pieces, each embedded, the memory scoring its best.",
+    )
+    _passthrough(
         "cli", "cli_bench", "Wall time of a one-shot recall and query through the CLI, per checkout."
     )
     _passthrough(
