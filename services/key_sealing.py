@@ -47,6 +47,9 @@ class Resealer(Protocol):
     def scrub(self) -> list[str]:
         """Rewrite the files so the old bytes are gone (SQLite VACUUM, PostgreSQL VACUUM FULL)."""
 
+    def hashes_before_seals(self, position: int) -> list[tuple[str, str]]:
+        """(receipt id, hash hex) of the chain at `position` before each seal that rewrote it."""
+
 
 class Sealed(BaseModel):
     """What `keys seal` did (or, with `dry_run`, would do)."""
@@ -156,6 +159,37 @@ class KeySealingService:
             f"{counts['from_being_key']} under the being's key), positions {pending.first_position}"
             f"–{pending.last_position}; the chain was hashed again from {pending.first_position}",
         )
+
+    def checkpoint_before_seal(self, position: int, hash_hex: str) -> dict[str, Any] | None:
+        """An auditor's checkpoint that no longer matches: was its position rewritten by a seal, and
+        did it match the chain as it was before (ADR 0095)? None: no seal rewrote that position."""
+        before = self.resealer.hashes_before_seals(position)
+        if not before:
+            return None
+        for receipt_id, old in before:
+            if old == hash_hex:
+                receipt = self.store.find(KeySealing, UUID(receipt_id))
+                return {"matched_before_seal": True, **self._receipt(receipt_id, receipt)}
+        receipt_id = before[-1][0]
+        return {
+            "matched_before_seal": False,
+            **self._receipt(receipt_id, self.store.find(KeySealing, UUID(receipt_id))),
+        }
+
+    @staticmethod
+    def _receipt(receipt_id: str, receipt: KeySealing | None) -> dict[str, Any]:
+        if receipt is None:  # a seal under way, or killed before its receipt
+            return {"receipt_id": receipt_id, "sealed_by": None, "sealed_at": None}
+        return {
+            "receipt_id": receipt_id,
+            "sealed_by": receipt.by,
+            "sealed_at": receipt.created_on.isoformat(timespec="seconds"),
+            "scope": receipt.scope,
+            "first_position": receipt.first_position,
+            "last_position": receipt.last_position,
+            "old_head_position": receipt.old_head_position,
+            "old_head_hash": receipt.old_head_hash,
+        }
 
     @staticmethod
     def _counts(counts: Any) -> dict[str, int]:

@@ -41,11 +41,14 @@ from engram.adapters.eventstore.shredding import (
     seal_state,
 )
 from engram.adapters.eventstore.shredding_storage import ShreddingStorage, vacuum_files
+from engram.domain.key_sealing import sealing_receipt_id
 from engram.services.key_store import KeyDestroyed, KeyStoreError
 
 log = structlog.get_logger(__name__)
 
 PROGRESS_TABLE = "engram_key_sealing"
+ARCHIVE_TABLE = "engram_resealed_hashes"
+"""The chain's hashes as they were before a seal rewrote them: (receipt id, position, hash)."""
 BATCH = 5000
 _RECEIPT_TOPICS = ("engram.Erasure.%", "engram.KeySealing.%")  # in clear by design (ADR 0073, 0095)
 _NONCE = 12
@@ -240,6 +243,11 @@ class LogResealing:
         with self._tx(write=False) as tx:
             return tx.pending()
 
+    def hashes_before_seals(self, position: int) -> list[tuple[str, str]]:
+        """(receipt id, hash hex) of the chain at `position` before each seal that rewrote it."""
+        with self._tx(write=False) as tx:
+            return tx.archived_at(position)
+
     def head(self) -> tuple[int, str]:
         with self._tx(write=False) as tx:
             return tx.head()
@@ -320,6 +328,13 @@ class LogResealing:
             return counts
         self.app.keys.settle()  # the batch's new keys on disk before the events that name them
         old_head = tx.head()
+        pending = tx.pending()
+        # The hashes about to change, kept (ADR 0095): an auditor's checkpoint taken before the seal
+        # is checked against them. Batches go up the log, so only a range below the run's is new.
+        start = (pending.old_head_position, pending.old_head_hash) if pending else old_head
+        first = updates[0][1]  # in position order
+        if pending is None or first < pending.first_position:
+            tx.archive(str(sealing_receipt_id(*start)), first, pending.first_position if pending else None)
         tx.update(updates)
         assert counts.first_position is not None  # set by the first update counted
         tx.rechain(counts.first_position)
@@ -438,6 +453,7 @@ class _Tx:
     events: str
     hashes: str
     progress: str
+    archived: str
     position: str  # the events table's position column
     p = "?"
 
@@ -542,8 +558,28 @@ class _Tx:
             ],
         )
 
+    def archive(self, receipt: str, low: int, high: int | None) -> None:
+        bound = "" if high is None else f" AND position < {int(high)}"
+        self.run(
+            f"INSERT INTO {self.archived} (receipt, position, hash) SELECT ?, position, hash "
+            f"FROM {self.hashes} WHERE position >= ?{bound} ON CONFLICT DO NOTHING",
+            [receipt, low],
+        )
+
+    def archived_at(self, position: int) -> list[tuple[str, str]]:
+        rows = self.run(
+            f"SELECT receipt, hash FROM {self.archived} WHERE position = ?", [position]
+        ).fetchall()
+        return [(str(r[0]), bytes(r[1]).hex()) for r in rows]
+
     def clear_progress(self) -> None:
         self.run(f"DELETE FROM {self.progress}")
+
+    def _archive_columns(self, blob: str) -> str:
+        return (
+            f"(receipt TEXT NOT NULL, position BIGINT NOT NULL, hash {blob} NOT NULL, "
+            "PRIMARY KEY (receipt, position))"
+        )
 
     def _progress_columns(self) -> str:
         return (
@@ -562,18 +598,27 @@ class _SQLiteTx(_Tx):
         self.events = events
         self.hashes = chain.HASH_TABLE
         self.progress = PROGRESS_TABLE
+        self.archived = ARCHIVE_TABLE
 
     def create(self, write: bool) -> None:
         # A write first: the transaction holds SQLite's write lock before it reads anything, so the
         # head it hashes up to is the head (another process's insert waits for the commit).
         if write:
             self.run(f"CREATE TABLE IF NOT EXISTS {self.progress} {self._progress_columns()}")
+            self.run(f"CREATE TABLE IF NOT EXISTS {self.archived} {self._archive_columns('BLOB')}")
             self.run(chain.sqlite_create_statement())
             self.run(f"DELETE FROM {self.progress} WHERE id <> 1")  # a write, always: takes the lock
 
+    def _exists(self, table: str) -> bool:
+        return bool(
+            self.run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchone()
+        )
+
     def pending(self) -> Pending | None:
-        found = self.run("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", [self.progress])
-        return super().pending() if found.fetchone() else None
+        return super().pending() if self._exists(self.progress) else None
+
+    def archived_at(self, position: int) -> list[tuple[str, str]]:
+        return super().archived_at(position) if self._exists(self.archived) else []
 
     def rechain(self, start: int) -> None:
         self.run(f"DELETE FROM {self.hashes} WHERE position >= ?", [start])
@@ -592,6 +637,7 @@ class _PgTx(_Tx):
         self.events = pg_events_table(recorder)
         self.hashes = f'"{schema}"."{chain.HASH_TABLE}"' if schema else f'"{chain.HASH_TABLE}"'
         self.progress = f'"{schema}"."{PROGRESS_TABLE}"' if schema else f'"{PROGRESS_TABLE}"'
+        self.archived = f'"{schema}"."{ARCHIVE_TABLE}"' if schema else f'"{ARCHIVE_TABLE}"'
 
     def _sql(self, sql: str) -> Any:
         return cast(Any, sql.replace("?", self.p).encode())
@@ -601,6 +647,7 @@ class _PgTx(_Tx):
 
     def create(self, write: bool) -> None:
         self.run(f"CREATE TABLE IF NOT EXISTS {self.progress} {self._progress_columns()}")
+        self.run(f"CREATE TABLE IF NOT EXISTS {self.archived} {self._archive_columns('bytea')}")
         self.run(chain.postgres_create_statement(self.schema))
         if write:  # as the library's insert: writers one after another, readers go on
             self.run(f"LOCK TABLE {self.events} IN EXCLUSIVE MODE")

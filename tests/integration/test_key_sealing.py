@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 import pytest
@@ -86,6 +87,8 @@ def test_seal_makes_old_notes_erasable(
         assert note_states and all(s[:4] == MAGIC_ITEM and s[4:20] == note_id.bytes for s in note_states)
         engram.item_forgetting.forget_item("note", str(note_id), by="admin")
         assert {n.text for n in engram.listing.notes("Aria")} == {"feed the cat"}
+        gone = engram.item_forgetting.forget_subject("Aria", "mina", by="admin")  # old messages too
+        assert not gone.already and gone.counts["events"] >= 1
         assert chain_check.verify(engram.store.app).ok
     _no_canary_in_files(settings, backend)
 
@@ -119,3 +122,116 @@ def test_seal_then_forget_being_of_a_log_in_clear(
         engram.forgetting.forget_being("Aria", by="admin")
         assert chain_check.verify(engram.store.app).ok
     _no_canary_in_files(settings, backend)
+
+
+def test_an_edited_byte_is_still_caught_after_a_seal(
+    make_settings: Callable[..., Settings], clock: SteppingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.integration.test_log_chain import _change_one_byte
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        done = engram.key_sealing.seal(None, by="admin")
+        assert done.first_position is not None
+        assert chain_check.verify(engram.store.app).ok
+        _change_one_byte(engram, done.first_position)
+        verdict = chain_check.verify(engram.store.app)
+        assert not verdict.ok and verdict.broken_at == done.first_position
+
+
+def test_a_checkpoint_older_than_a_seal_is_answered_from_the_hashes_it_replaced(
+    make_settings: Callable[..., Settings], clock: SteppingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=False) as old:
+        _plant_old(old)
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        app = engram.store.app
+        head = chain_check.verify(app)
+        assert head.ok
+        done = engram.key_sealing.seal(None, by="token:t1")
+        assert done.old_head_position == head.head_position and done.old_head_hash == head.head_hash
+        assert chain_check.stored_hashes(app, [head.head_position])[head.head_position] != head.head_hash
+        answer = engram.key_sealing.checkpoint_before_seal(head.head_position, head.head_hash)
+        assert answer is not None and answer["matched_before_seal"] and answer["sealed_by"] == "token:t1"
+        assert answer["receipt_id"] == str(done.receipt_id)
+        forged = engram.key_sealing.checkpoint_before_seal(head.head_position, "00" * 32)
+        assert forged is not None and not forged["matched_before_seal"]
+        # Below the first rewritten position the chain did not change: no seal to tell of.
+        assert done.first_position is not None and done.first_position > 1
+        assert engram.key_sealing.checkpoint_before_seal(done.first_position - 1, head.head_hash) is None
+
+
+def test_a_seal_killed_between_batches_leaves_a_log_that_verifies_and_resumes(
+    make_settings: Callable[..., Settings], clock: SteppingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import engram.adapters.eventstore.resealing as resealing
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+        for n in range(6):
+            old.notes.take("Aria", NoteInput(kind="todo", text=f"old note {n}"))
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        app = engram.store.app
+        before = chain_check.verify(app)
+        expected = engram.key_sealing.seal("Aria", by="admin", dry_run=True).counts["events"]
+        monkeypatch.setattr(resealing, "BATCH", 3)
+        real = resealing.LogResealing._rewrite
+        calls = {"n": 0}
+
+        def killed(self: Any, tx: Any, plans: Any, scope: str) -> Any:
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt  # the process killed in its third batch: that one rolls back
+            return real(self, tx, plans, scope)
+
+        monkeypatch.setattr(resealing.LogResealing, "_rewrite", killed)
+        with pytest.raises(KeyboardInterrupt):
+            engram.key_sealing.seal("Aria", by="admin")
+        assert chain_check.verify(app).ok  # a kill between batches leaves an intact chain
+        pending = engram.key_sealing.resealer.pending()
+        assert pending is not None and 0 < pending.counts["in_clear"] < expected
+        monkeypatch.setattr(resealing.LogResealing, "_rewrite", real)
+        done = engram.key_sealing.seal("Aria", by="admin")
+        assert done.counts["events"] == expected and done.old_head_hash == before.head_hash
+        assert engram.key_sealing.resealer.pending() is None
+        assert chain_check.verify(app).ok
+        assert engram.key_sealing.seal("Aria", by="admin").nothing_to_seal
+
+
+def test_the_cli_seals_asks_first_and_verify_explains_an_older_checkpoint(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    make_settings: Callable[..., Settings],
+    clock: SteppingClock,
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from engram.adapters.cli.main import cli
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+    monkeypatch.setenv("ENGRAM_EMBEDDER", "hashing")
+    monkeypatch.setenv("ENGRAM_DATA_DIR", str(settings.data_dir))
+    if settings.database_url is not None:
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", settings.database_url.get_secret_value())
+    runner = CliRunner()
+    checkpoint = tmp_path / "checkpoint.json"
+    assert runner.invoke(cli, ["verify", "--checkpoint-out", str(checkpoint)]).exit_code == 0
+    refused = runner.invoke(cli, ["keys", "seal"])  # not a terminal, no --yes
+    assert refused.exit_code == 4 and "--yes" in refused.output
+    dry = runner.invoke(cli, ["keys", "seal", "Aria", "--dry-run", "--json"])
+    assert dry.exit_code == 0 and json.loads(dry.output)["counts"]["in_clear"] >= 3, dry.output
+    done = runner.invoke(cli, ["keys", "seal", "--yes", "--by", "ops"])
+    assert done.exit_code == 0 and "events sealed" in done.output and "receipt" in done.output, done.output
+    checked = runner.invoke(cli, ["verify", "--against", str(checkpoint)])
+    assert checked.exit_code == 0, checked.output
+    assert "resealed" in checked.output and "by ops" in checked.output and "BROKEN" not in checked.output
+    again = runner.invoke(cli, ["keys", "seal", "--yes"])
+    assert again.exit_code == 0 and "nothing to seal" in again.output
