@@ -16,6 +16,8 @@ from engram.adapters.cli.output import EXIT_CONFLICT, emit_json, fail_text
 CHECKPOINT_FORMAT = "engram-checkpoint/1"
 EXIT_BROKEN = 6
 """`engram verify` found the chain broken (or a checkpoint that does not match)."""
+EXIT_RESEALED = 7
+"""The chain is intact and the checkpoint matched it before a `keys seal` rewrote its position (ADR 0095)."""
 
 
 def _progress() -> Callable[[int], None] | None:
@@ -65,8 +67,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
                 resealed = checkpoint_resealed(ctx.engram, against)
         result = {
             **verdict.as_dict(start),
-            "ok": verdict.ok
-            and (checkpoint_ok is not False or bool(resealed and resealed["matched_before_seal"])),
+            "ok": verdict.ok and checkpoint_ok is not False,
             "sealed": sealed,
             "checkpoint_matches": checkpoint_ok,
             "checkpoint_resealed": resealed,
@@ -89,6 +90,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         else:
             _print(result, checkpoint_out)
         if not result["ok"]:
+            if verdict.ok and resealed is not None and resealed["matched_before_seal"]:
+                sys.exit(EXIT_RESEALED)  # not broken: rewritten by a declared seal after the checkpoint
             sys.exit(EXIT_BROKEN)
 
 

@@ -231,7 +231,12 @@ def test_the_cli_seals_asks_first_and_verify_explains_an_older_checkpoint(
     done = runner.invoke(cli, ["keys", "seal", "--yes", "--by", "ops"])
     assert done.exit_code == 0 and "events sealed" in done.output and "receipt" in done.output, done.output
     checked = runner.invoke(cli, ["verify", "--against", str(checkpoint)])
-    assert checked.exit_code == 0, checked.output
+    assert checked.exit_code == 7, checked.output  # not broken, not a plain match: a declared rewrite
     assert "resealed" in checked.output and "by ops" in checked.output and "BROKEN" not in checked.output
     again = runner.invoke(cli, ["keys", "seal", "--yes"])
     assert again.exit_code == 0 and "nothing to seal" in again.output
+    assert runner.invoke(cli, ["verify"]).exit_code == 0
+    forged = json.loads(checkpoint.read_text()) | {"hash": "00" * 32}
+    checkpoint.write_text(json.dumps(forged))
+    wrong = runner.invoke(cli, ["verify", "--against", str(checkpoint)])
+    assert wrong.exit_code == 6 and "DOES NOT match" in wrong.output, wrong.output
