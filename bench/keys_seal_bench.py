@@ -30,7 +30,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from bench.audit_log_bench import _URL, SCENE, _deployment
 from bench.machine import finish, machine_info
 from bench.messages_bench import Timers
-from engram.adapters.eventstore import chain_check, resealing, shredding
+from engram.adapters.eventstore import chain_check, reseal_statements, resealing, shredding
 from engram.adapters.eventstore.key_choice import KeyChoice
 from engram.services.bootstrap import Engram
 from engram.services.commands import NoteInput
@@ -71,11 +71,10 @@ def run(backend: str, root: Path, events: int, form: str) -> dict[str, Any]:
         timers = Timers()
         resealer.reseal = timers.wrap("rewrite", resealer.reseal)  # type: ignore[method-assign]
         resealer.scrub = timers.wrap("scrub", resealer.scrub)  # type: ignore[method-assign]
+        sql, pg = reseal_statements.SQLiteTx, reseal_statements.PostgresTx
         with (
-            mock.patch.object(
-                resealing._SQLiteTx, "rechain", timers.wrap("rechain", resealing._SQLiteTx.rechain)
-            ),
-            mock.patch.object(resealing._PgTx, "rechain", timers.wrap("rechain", resealing._PgTx.rechain)),
+            mock.patch.object(sql, "rechain", timers.wrap("rechain", sql.rechain)),
+            mock.patch.object(pg, "rechain", timers.wrap("rechain", pg.rechain)),
         ):
             t0 = time.perf_counter()
             done = service.seal("Aria", by="bench")
