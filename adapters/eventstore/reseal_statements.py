@@ -80,6 +80,10 @@ class LogTx:
     def create(self, write: bool) -> None:
         raise NotImplementedError
 
+    def tables(self) -> list[str]:
+        """The statements that create the tables `keys seal` keeps (none on PostgreSQL: `create`)."""
+        return []
+
     def candidates(self, after: int, limit: int, beings: set[UUID] | None) -> list[tuple[Any, ...]]:
         """(position, originator id, version, topic, state) of the rows after `after` that may need a
         rewrite: in clear (naming the being), or sealed under a being's key."""
@@ -210,13 +214,19 @@ class SQLiteTx(LogTx):
         self.progress = PROGRESS_TABLE
         self.archived = ARCHIVE_TABLE
 
+    def tables(self) -> list[str]:
+        return [
+            f"CREATE TABLE IF NOT EXISTS {self.progress} {self._progress_columns()}",
+            f"CREATE TABLE IF NOT EXISTS {self.archived} {self._archive_columns('BLOB')}",
+            chain.sqlite_create_statement(),
+        ]
+
     def create(self, write: bool) -> None:
-        # A write first: the transaction holds SQLite's write lock before it reads anything, so the
-        # head it hashes up to is the head (another process's insert waits for the commit).
+        # A write first: the transaction takes SQLite's write lock before it reads anything (a read
+        # first would pin a snapshot, and another process's commit after it would make the upgrade
+        # fail at once with "database is locked"), so the head it hashes up to is the head. The
+        # tables exist already (`tables`, each in a transaction of its own).
         if write:
-            self.run(f"CREATE TABLE IF NOT EXISTS {self.progress} {self._progress_columns()}")
-            self.run(f"CREATE TABLE IF NOT EXISTS {self.archived} {self._archive_columns('BLOB')}")
-            self.run(chain.sqlite_create_statement())
             self.run(f"DELETE FROM {self.progress} WHERE id <> 1")  # a write, always: takes the lock
 
     def _exists(self, table: str) -> bool:

@@ -81,6 +81,7 @@ class LogResealing:
         self.data_dir = data_dir
         self._slots: dict[int, UUID] | None = None  # key id → a slot an event names (EGK2 headers)
         self._known: dict[int, tuple[UUID, bytes]] = {}  # key id → (slot, key) taken by this run
+        self._created = False  # SQLite: the tables `keys seal` keeps exist
 
     # -- deciding -----------------------------------------------------------------------------------
 
@@ -387,6 +388,11 @@ class LogResealing:
     def _tx(self, *, write: bool) -> Iterator[LogTx]:
         recorder = self.app.recorder
         if isinstance(recorder, SQLiteAggregateRecorder):
+            if not self._created:
+                for statement in SQLiteTx(None, recorder.events_table_name).tables():
+                    with recorder.datastore.transaction(commit=True) as c:
+                        c.execute(statement)
+                self._created = True
             with recorder.datastore.transaction(commit=write) as c:
                 tx: LogTx = SQLiteTx(c, recorder.events_table_name)
                 tx.create(write)

@@ -240,3 +240,52 @@ def test_the_cli_seals_asks_first_and_verify_explains_an_older_checkpoint(
     checkpoint.write_text(json.dumps(forged))
     wrong = runner.invoke(cli, ["verify", "--against", str(checkpoint)])
     assert wrong.exit_code == 6 and "DOES NOT match" in wrong.output, wrong.output
+
+
+def test_other_deployments_keep_writing_and_reading_while_a_seal_runs(
+    make_settings: Callable[..., Settings], clock: SteppingClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's worth of Engram (its own connections) writes new notes, and a later event
+    of an old note, while the seal rewrites batch by batch: one intact chain, every note readable."""
+    import threading
+
+    import engram.adapters.eventstore.resealing as resealing
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        note_id = _plant_old(old)
+        for n in range(12):
+            old.notes.take("Aria", NoteInput(kind="todo", text=f"old note {n}"))
+    monkeypatch.setattr(resealing, "BATCH", 2)  # many batches, so the writer lands between them
+    sealer = bootstrap(settings, clock=clock, ids=SeededIds(1000))
+    writer = bootstrap(settings, ids=SeededIds(5000))
+    try:
+        before = {n.text for n in writer.listing.notes("Aria")}  # read (and cached) before the seal
+        started = threading.Event()
+
+        def write() -> None:
+            started.wait()
+            for n in range(10):
+                writer.notes.take("Aria", NoteInput(kind="todo", text=f"new note {n}"))
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        started.set()
+        done = sealer.key_sealing.seal("Aria", by="admin")
+        thread.join()
+        assert done.counts["in_clear"] >= 14
+        # A later event of an old note, written by the other deployment after the seal: under the
+        # note's new key (found from its first event's header), so forgetting the note still holds.
+        newer = writer.notes.take("Aria", NoteInput(kind="todo", text="water the roses"))
+        writer.note_lifecycle.supersede("Aria", note_id, newer.note_id)
+        assert {k for k in sealer.forgetting.storage.keys_of(note_id)} == {note_id}
+        assert chain_check.verify(sealer.store.app).ok
+        sealer.views.catch_up_or_rebuild()
+        texts = {n.text for n in sealer.listing.notes("Aria")}
+        assert before - {f"water the {CANARY} garden"} <= texts
+        assert {f"new note {n}" for n in range(10)} <= texts
+        assert {n.text for n in writer.listing.notes("Aria")} >= {f"old note {n}" for n in range(12)}
+        assert sealer.key_sealing.seal("Aria", by="admin").nothing_to_seal
+    finally:
+        writer.close()
+        sealer.close()
