@@ -22,6 +22,8 @@ from engram.services.errors import Conflict
 from tests.integration.test_erasure import CANARY, T0
 from tests.support import SeededIds, SteppingClock
 
+USER_CANARY = "vbnusercanaryq"
+
 
 @contextmanager
 def _old_log(
@@ -93,15 +95,15 @@ def test_seal_makes_old_notes_erasable(
     _no_canary_in_files(settings, backend)
 
 
-def _no_canary_in_files(settings: Settings, backend: str) -> None:
+def _no_canary_in_files(settings: Settings, backend: str, canary: str = CANARY) -> None:
     """SQLite: no file of the data dir (databases, WAL, journals, keys); PostgreSQL: no file of the
     schema's tables, indexes and TOAST after a CHECKPOINT (dead tuples included)."""
-    assert _files_with(settings.data_dir, CANARY.encode()) == []
+    assert _files_with(settings.data_dir, canary.encode()) == []
     if backend == "postgres":
         from tests.integration.test_erasure_pg_files import _holding, _table_files
 
         files = _table_files(settings)
-        assert files and _holding(files, CANARY.encode()) == []
+        assert files and _holding(files, canary.encode()) == []
 
 
 def test_seal_then_forget_being_of_a_log_in_clear(
@@ -289,3 +291,50 @@ def test_other_deployments_keep_writing_and_reading_while_a_seal_runs(
     finally:
         writer.close()
         sealer.close()
+
+
+def test_snapshots_written_in_clear_are_dropped_and_the_conversation_reads_the_same(
+    make_settings: Callable[..., Settings],
+    clock: SteppingClock,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    """A conversation is snapshotted every 100 events: an old log's snapshot quotes the user in clear.
+    The seal drops it (a cache), and the user can then be forgotten."""
+    from engram.domain.ids import conversation_id_for
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+        lines = [
+            MessageInput(
+                id=f"s{n}", user="mina", text=f"{USER_CANARY} line {n}", at=T0.replace(minute=n % 60)
+            )
+            for n in range(110)
+        ]
+        old.messages.take_many("Aria", lines)
+        being_id = old.forgetting._being_id("Aria")
+    conversation = conversation_id_for(being_id, "mina")
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        snapshots = engram.store.app.snapshots
+        assert snapshots is not None
+        held = [bytes(s.state) for s in snapshots.recorder.select_events(conversation)]
+        if not held:  # the library snapshots as events are saved: one save of 110 may not cross 100
+            old_conversation = engram.store.app.repository.get(conversation)
+            engram.store.app.take_snapshot(conversation, version=old_conversation.version)
+            held = [bytes(s.state) for s in snapshots.recorder.select_events(conversation)]
+        assert held and all(s[:4] not in (MAGIC, MAGIC_ITEM) for s in held)  # in clear
+        before = engram.store.app.repository.get(conversation)
+        done = engram.key_sealing.seal("Aria", by="admin")
+        assert done.counts["snapshots_dropped"] >= 1
+        assert [
+            s for s in snapshots.recorder.select_events(conversation) if bytes(s.state)[:4] != MAGIC_ITEM
+        ] == []
+        engram.store.cache.clear()
+        after = engram.store.app.repository.get(conversation)
+        assert after.version == before.version and vars(after) == vars(before)
+        engram.views.catch_up_or_rebuild()
+        if backend == "sqlite":  # the views held the user's words (PostgreSQL: in its table files)
+            assert _files_with(settings.data_dir, USER_CANARY.encode())
+        engram.item_forgetting.forget_subject("Aria", "mina", by="admin")
+    _no_canary_in_files(settings, backend, USER_CANARY)
