@@ -23,6 +23,7 @@ from tests.integration.test_erasure import CANARY, T0
 from tests.support import SeededIds, SteppingClock
 
 USER_CANARY = "vbnusercanaryq"
+SCENE_CANARY = "kjhscenecanaryw"
 
 
 @contextmanager
@@ -338,3 +339,44 @@ def test_snapshots_written_in_clear_are_dropped_and_the_conversation_reads_the_s
             assert _files_with(settings.data_dir, USER_CANARY.encode())
         engram.item_forgetting.forget_subject("Aria", "mina", by="admin")
     _no_canary_in_files(settings, backend, USER_CANARY)
+
+
+def test_a_node_made_from_an_old_note_is_erased_with_it_after_a_seal(
+    make_settings: Callable[..., Settings],
+    clock: SteppingClock,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    """A scene note's node (its scene quotes the note) gets a key of its own tagged with the note, as a
+    new write would: forgetting the old note then erases the node too, its vector and view rows."""
+    from tests.patrol_support import scene
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+        taken = old.notes.take(
+            "Aria", NoteInput(text=scene(f"Walked to the {SCENE_CANARY} lake", actors=["me", "Lena"]))
+        )
+        old.patrol("Aria")  # the scene becomes a node with a vector
+        old.views.catch_up_or_rebuild()
+        assert old.listing.nodes("Aria")
+    scene_note = UUID(taken.note_id)
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        engram.key_sealing.seal("Aria", by="admin")
+        nodes = [n for n in engram.listing.nodes("Aria")]
+        assert nodes
+        node_id = UUID(str(nodes[0].id))
+        node_states = [bytes(e.state) for e in engram.store.app.recorder.select_events(node_id)]
+        assert node_states and all(s[:4] == MAGIC_ITEM and s[4:20] == node_id.bytes for s in node_states)
+        gone = engram.item_forgetting.forget_item("note", str(scene_note), by="admin")
+        assert gone.counts["keys"] >= 2  # the note's key and its node's
+        assert engram.listing.nodes("Aria") == []
+        assert chain_check.verify(engram.store.app).ok
+    if backend == "postgres":
+        _no_canary_in_files(settings, backend, SCENE_CANARY)
+    else:
+        # Not `memory.sqlite3`: on main, `forget note` leaves a node's tokens in its being's contentless
+        # FTS5 index segments (`nodes_g1_fts_<being>_data`) until the index is merged, sealed log or
+        # not (reported with this work; the item purge's, not the seal's).
+        held = _files_with(settings.data_dir, SCENE_CANARY.encode())
+        assert [p for p in held if not p.endswith("memory.sqlite3")] == []
