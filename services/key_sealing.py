@@ -44,8 +44,9 @@ class Resealer(Protocol):
     def close(self) -> None:
         """Drop the progress row (the receipt is saved)."""
 
-    def scrub(self) -> list[str]:
-        """Rewrite the files so the old bytes are gone (SQLite VACUUM, PostgreSQL VACUUM FULL)."""
+    def scrub(self) -> tuple[list[str], bool]:
+        """Rewrite the files so the old bytes are gone (SQLite VACUUM, PostgreSQL VACUUM FULL):
+        what was scrubbed, and whether that was every file."""
 
     def hashes_before_seals(self, position: int) -> list[tuple[str, str]]:
         """(receipt id, hash hex) of the chain at `position` before each seal that rewrote it."""
@@ -138,9 +139,10 @@ class KeySealingService:
                 at=self.clock.now(),
             )
             position = self.store.save(receipt)
-        self.resealer.close()
         self.store.cache.clear()  # aggregates read the same; their snapshots may have gone
-        files = self.resealer.scrub()
+        files, complete = self.resealer.scrub()
+        if complete:  # else the progress row stays: the next run finds the receipt and scrubs again
+            self.resealer.close()
         log.info("keys sealed", scope=pending.scope, by=by, **counts)
         return Sealed(
             scope=pending.scope,
@@ -157,7 +159,12 @@ class KeySealingService:
             files_scrubbed=files,
             message=f"{label}: {counts['events']} events sealed ({counts['in_clear']} in clear, "
             f"{counts['from_being_key']} under the being's key), positions {pending.first_position}"
-            f"–{pending.last_position}; the chain was hashed again from {pending.first_position}",
+            f"–{pending.last_position}; the chain was hashed again from {pending.first_position}"
+            + (
+                ""
+                if complete
+                else "; some files could not be scrubbed (held by another process): run it again"
+            ),
         )
 
     def checkpoint_before_seal(self, position: int, hash_hex: str) -> dict[str, Any] | None:

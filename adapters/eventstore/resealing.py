@@ -361,10 +361,11 @@ class LogResealing:
 
     # -- scrub --------------------------------------------------------------------------------------
 
-    def scrub(self) -> list[str]:
+    def scrub(self) -> tuple[list[str], bool]:
         """The old bytes out of the files, not only out of the rows: SQLite's log file checkpointed,
         VACUUMed (every page written anew) and its WAL truncated; PostgreSQL's events and snapshots
-        tables rewritten by `VACUUM FULL` (ADR 0077's way for the views)."""
+        tables rewritten by `VACUUM FULL` (ADR 0077's way for the views). Returns what was scrubbed
+        and whether that was all (a file another process held is not: run `keys seal` again)."""
         recorder = self.app.recorder
         if on_postgres(recorder):
             tables = [pg_events_table(recorder)]
@@ -378,9 +379,11 @@ class LogResealing:
             with psycopg.connect(autocommit=True, **kwargs) as pg:  # VACUUM runs outside a transaction
                 for table in tables:
                     pg.execute(f"VACUUM FULL {table}".encode())
-            return tables
+            return tables, True
         # `keys seal`'s rows were updated in place: VACUUM writes every page of the log anew.
-        return vacuum_files(sorted(self.data_dir.glob("events*.sqlite3")), "keys seal", timeout=60)
+        paths = sorted(self.data_dir.glob("events*.sqlite3"))
+        done = vacuum_files(paths, "keys seal", timeout=60)
+        return done, len(done) == len(paths)
 
     # -- transactions -------------------------------------------------------------------------------
 

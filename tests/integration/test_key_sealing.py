@@ -380,3 +380,32 @@ def test_a_node_made_from_an_old_note_is_erased_with_it_after_a_seal(
         # not (reported with this work; the item purge's, not the seal's).
         held = _files_with(settings.data_dir, SCENE_CANARY.encode())
         assert [p for p in held if not p.endswith("memory.sqlite3")] == []
+
+
+def test_a_scrub_cut_short_is_finished_by_the_next_run(
+    make_settings: Callable[..., Settings],
+    clock: SteppingClock,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    """The receipt is written before the files are scrubbed; a file another process held stays listed
+    as pending, and the next run scrubs it (no second receipt) instead of answering "nothing to seal"."""
+    if backend != "sqlite":
+        pytest.skip("SQLite's files: a VACUUM refused while another process holds the file")
+    import engram.adapters.eventstore.resealing as resealing
+
+    settings = make_settings()
+    with _old_log(settings, clock, monkeypatch, clear=True) as old:
+        _plant_old(old)
+    with bootstrap(settings, clock=clock, ids=SeededIds(1000)) as engram:
+        real = resealing.vacuum_files
+        monkeypatch.setattr(resealing, "vacuum_files", lambda paths, what, timeout=30: [])
+        first = engram.key_sealing.seal("Aria", by="admin")
+        assert first.position is not None and "run it again" in first.message
+        assert engram.key_sealing.resealer.pending() is not None
+        monkeypatch.setattr(resealing, "vacuum_files", real)
+        second = engram.key_sealing.seal("Aria", by="admin")
+        assert not second.nothing_to_seal and second.position is None  # the receipt was written before
+        assert second.receipt_id == first.receipt_id and second.files_scrubbed
+        assert engram.key_sealing.resealer.pending() is None
+        assert engram.key_sealing.seal("Aria", by="admin").nothing_to_seal
