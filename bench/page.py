@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, erasure_items_page, erasure_page
+from bench import ROOT, erasure_items_page, erasure_page, keys_seal_page
 from bench.ui import section as ui_section
 
 Result = dict[str, Any]
@@ -1461,6 +1461,7 @@ RENDERERS: tuple[tuple[str, Callable[[dict[str, Result]], str | None]], ...] = (
     ("audit-log", audit_log),
     ("erasure", lambda rs: erasure_page.erasure(rs, table, _section, _n)),
     ("erasure-items", lambda rs: erasure_items_page.erasure_items(rs, table, _section, _n)),
+    ("keys-seal", lambda rs: keys_seal_page.keys_seal(rs, table, _section, _n)),  # ADR 0095
     ("ui", ui_section),
 )
 

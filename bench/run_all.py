@@ -108,6 +108,8 @@ def plan(database_url: str | None, locomo: Path | None, quick: bool) -> list[Ben
     runs += per_backend("erasure", passthrough("erasure", *erasure))  # ADR 0077
     items = ("--items", "--nodes", "300", "--other", "100") if quick else ("--items",)
     runs += per_backend("erasure-items", passthrough("erasure", *items))  # ADR 0089
+    seal = ("--events", "2000") if quick else ()
+    runs += per_backend("keys-seal", passthrough("keys-seal", *seal))  # ADR 0095
     ui = ("--nodes", "300", "--runs", "2", "--patrols", "1") if quick else ()
     runs += per_backend("ui", passthrough("ui", *ui))  # issue #14
     if locomo is not None:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from engram.services.fact_search import FactSearching
     from engram.services.facts import FactCommands
     from engram.services.journals import Journals
+    from engram.services.key_sealing import KeySealingService
     from engram.services.listing import Listing
     from engram.services.memory_links import LinkQueries
     from engram.services.message_search import MessageSearching
@@ -332,6 +333,14 @@ class Engram:
         return Forgetting(
             self.store, keys, storage, lambda: self.views, JournalFolder(root), self.clock, purge
         )
+
+    @cached_property
+    def key_sealing(self) -> KeySealingService:
+        """`keys seal`: old events rewritten into the form a new write gives them (ADR 0095)."""
+        from engram.adapters.eventstore.resealing import LogResealing
+        from engram.services.key_sealing import KeySealingService
+
+        return KeySealingService(self.store, LogResealing(self.store.app, self.settings.data_dir), self.clock)
 
     def _table_scrub(self) -> TableScrub:
         """What rewrites the view tables an erasure deleted rows from (ADR 0077)."""

@@ -97,7 +97,7 @@ class Forgetting:
             # either, as a rebuild reads them back. Refuse rather than report an erasure that is not one.
             raise Conflict(
                 f"being {being.name!r} has {in_clear} events written before encryption (in clear): "
-                "they cannot be shredded, so nothing was erased"
+                "they cannot be shredded, so nothing was erased (`engram keys seal` makes them erasable)"
             )
         # Its items' and subjects' keys too (ADR 0075): their events count with the being's.
         owned = self.keys.owned_keys(being_id)

@@ -100,6 +100,7 @@ class ItemForgetting:
             raise Conflict(
                 f"{kind} {item_id} was written before per-item keys: its text is sealed with its "
                 "being's key and cannot be erased alone (forget the being), so nothing was erased"
+                " (`engram keys seal` makes it erasable)"
             )
         self.f.storage.recover_tags(owner)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = [item_id, *[k for k in self.f.keys.owned_keys(owner, item_id=item_id) if k != item_id]]
@@ -133,7 +134,7 @@ class ItemForgetting:
             if self.f.storage.keys_of(conversation_id_for(being_id, user)):
                 raise Conflict(
                     f"{user!r}'s conversation with {being.name!r} was written before per-subject keys: "
-                    "it cannot be erased alone, so nothing was erased"
+                    "it cannot be erased alone, so nothing was erased (`engram keys seal` makes it erasable)"
                 )
             raise NotFound(f"{being.name!r} has nothing of a user {user!r}")
         for key_id in key_ids:
@@ -141,6 +142,7 @@ class ItemForgetting:
                 raise Conflict(
                     f"some of {user!r}'s text in {being.name!r} was written before per-subject keys "
                     "(sealed with the being's key): it cannot be erased alone, so nothing was erased"
+                    " (`engram keys seal` makes it erasable)"
                 )
         # Keys of the subject's items carry the subject; what quotes them carries the item.
         quoting = {k for item in key_ids for k in self.f.keys.owned_keys(being_id, item_id=item)}

@@ -163,6 +163,11 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         "erasure_bench",
         "forget being (100k nodes beside 10k): full rebuild vs targeted purge; sealing cost (ADR 0077).",
     )
+    _passthrough(
+        "keys-seal",
+        "keys_seal_bench",
+        "engram keys seal: events/s rewriting a log written in clear or under the being's key (ADR 0095).",
+    )
     _passthrough("event-size", "event_size_bench", "Bytes and decode speed of a vector in the event log.")
     _passthrough("http", "http_bench", "What the HTTP API adds to recall and query.")
     _passthrough(

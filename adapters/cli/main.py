@@ -610,3 +610,6 @@ _verify.register(cli, command)  # `engram verify` (ADR 0069)
 from engram.adapters.cli import transfer_cmds as _transfer  # noqa: E402
 
 _transfer.register(cli, command)  # `engram export`, `engram import` (ADR 0070)
+from engram.adapters.cli import keys_cmds as _keys  # noqa: E402
+
+_keys.register(cli, command)  # `engram keys seal` (ADR 0095)

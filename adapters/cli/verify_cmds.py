@@ -16,6 +16,8 @@ from engram.adapters.cli.output import EXIT_CONFLICT, emit_json, fail_text
 CHECKPOINT_FORMAT = "engram-checkpoint/1"
 EXIT_BROKEN = 6
 """`engram verify` found the chain broken (or a checkpoint that does not match)."""
+EXIT_RESEALED = 7
+"""The chain is intact and the checkpoint matched it before a `keys seal` rewrote its position (ADR 0095)."""
 
 
 def _progress() -> Callable[[int], None] | None:
@@ -56,13 +58,19 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         if sys.stderr.isatty():
             click.echo("", err=True)
         checkpoint_ok: bool | None = None
+        resealed = None
         if against is not None:
             checkpoint_ok = _matches(app, against)
+            if not checkpoint_ok:  # rewritten by `keys seal` after the checkpoint? (ADR 0095)
+                from engram.adapters.cli.keys_cmds import checkpoint_resealed
+
+                resealed = checkpoint_resealed(ctx.engram, against)
         result = {
             **verdict.as_dict(start),
             "ok": verdict.ok and checkpoint_ok is not False,
             "sealed": sealed,
             "checkpoint_matches": checkpoint_ok,
+            "checkpoint_resealed": resealed,
         }
         if checkpoint_out is not None and verdict.ok:
             checkpoint_out.write_text(
@@ -82,6 +90,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         else:
             _print(result, checkpoint_out)
         if not result["ok"]:
+            if verdict.ok and resealed is not None and resealed["matched_before_seal"]:
+                sys.exit(EXIT_RESEALED)  # not broken: rewritten by a declared seal after the checkpoint
             sys.exit(EXIT_BROKEN)
 
 
@@ -115,7 +125,11 @@ def _print(result: dict[str, Any], checkpoint_out: Path | None) -> None:
         click.echo(
             f"{result['unsealed']:,} events not yet hashed (written before the chain): run with --seal"
         )
-    if result["checkpoint_matches"] is not None:
+    if result["checkpoint_resealed"] is not None:
+        from engram.adapters.cli.keys_cmds import print_resealed
+
+        print_resealed(result["checkpoint_resealed"])
+    elif result["checkpoint_matches"] is not None:
         click.echo("checkpoint matches" if result["checkpoint_matches"] else "checkpoint DOES NOT match")
     if checkpoint_out is not None and result["broken_at"] is None:
         click.echo(f"checkpoint written to {checkpoint_out}")

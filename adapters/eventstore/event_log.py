@@ -30,6 +30,7 @@ from engram.domain.being import Being
 from engram.domain.compaction import Compaction  # noqa: F401  (no view imports it: its topics resolve here)
 from engram.domain.conversation import Conversation
 from engram.domain.entity_profile import EntityProfile, ObservationCursor
+from engram.domain.key_sealing import KeySealing  # noqa: F401  (its topics resolve here, ADR 0095)
 from engram.domain.node import MemoryNode
 from engram.domain.patrol_run import PatrolRun
 from engram.domain.sleep import Sleep

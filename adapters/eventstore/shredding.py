@@ -355,3 +355,11 @@ def has_sealed_events(app: Any) -> bool:
             )
             return curs.fetchone() is not None
     return False
+
+
+def seal_state(
+    key: bytes, header: bytes, originator_id: UUID, version: int, topic: str, clear: bytes, nonce: bytes
+) -> bytes:
+    """The stored form of an event's transcoded state sealed under `key` behind `header`, as
+    `to_stored_event` writes it (for `keys seal`, ADR 0095, which rewrites old events' bytes)."""
+    return header + nonce + AESGCM(key).encrypt(nonce, clear, _aad(originator_id, version, topic))

@@ -25,6 +25,7 @@ from engram.adapters.eventstore.shredding import (
 
 log = structlog.get_logger(__name__)
 _RECEIPTS = "engram.Erasure.%"  # in clear by design, naming the being: not text to shred (ADR 0075)
+_SEALINGS = "engram.KeySealing.%"  # `keys seal`'s receipts (ADR 0095): in clear too
 
 
 def _names(head: bytes, wanted: set[bytes]) -> bool:
@@ -67,9 +68,10 @@ class ShreddingStorage:
         needle = key_id.hex.encode()
         return self._count(
             self.app.recorder,
-            "substr(state, 1, 4) NOT IN (?, ?) AND instr(state, ?) > 0 AND topic NOT LIKE ?",
-            "substr(state, 1, 4) NOT IN (%s, %s) AND position(%s::bytea in state) > 0 AND topic NOT LIKE %s",
-            [*MAGICS, needle, _RECEIPTS],
+            "substr(state, 1, 4) NOT IN (?, ?) AND instr(state, ?) > 0 AND topic NOT LIKE ? AND topic NOT LIKE ?",
+            "substr(state, 1, 4) NOT IN (%s, %s) AND position(%s::bytea in state) > 0 AND topic NOT LIKE %s "
+            "AND topic NOT LIKE %s",
+            [*MAGICS, needle, _RECEIPTS, _SEALINGS],
         )
 
     def sealed_under(self, key_ids: set[UUID]) -> int:
@@ -142,7 +144,7 @@ class ShreddingStorage:
         # Per slot, the event that tells the most: the item's own (an extraction shares its message's
         # key but not its subject), its first (a node's first event names its note).
         found: dict[UUID, tuple[UUID, int]] = {}
-        for slot, key_id, oid, version in self._item_headers():
+        for slot, key_id, oid, version in self.item_headers():
             if slot.bytes not in untagged:
                 continue
             best = found.get(slot)
@@ -164,7 +166,7 @@ class ShreddingStorage:
             log.warning("key_tags_recovered", being=str(being_id), slots=recovered)
         return recovered
 
-    def _item_headers(self) -> list[tuple[UUID, UUID, UUID, int]]:
+    def item_headers(self) -> list[tuple[UUID, UUID, UUID, int]]:
         """(slot, key id, originator id, version) of every event sealed under an item's key: one scan."""
         recorder = self.app.recorder
         rows: list[Any] = []
@@ -202,19 +204,25 @@ class ShreddingStorage:
         """Deleted rows stay in SQLite's free pages and WAL until overwritten: checkpoint every
         SQLite view file of the data dir and VACUUM it. (PostgreSQL keeps dead tuples in its table
         files until VACUUM reuses them; `pg_dump` no longer shows them. See ADR 0073.)"""
-        done = []
-        for path in sorted(self.data_dir.rglob("*.sqlite3")):
-            if path.name == "events.sqlite3":
-                continue  # the log holds a being's text sealed only: nothing in clear to scrub there
+        # The log holds a being's text sealed only: nothing in clear to scrub there.
+        paths = [p for p in sorted(self.data_dir.rglob("*.sqlite3")) if p.name != "events.sqlite3"]
+        return vacuum_files(paths, "erasure")
+
+
+def vacuum_files(paths: list[Path], what: str, timeout: float = 30) -> list[str]:
+    """VACUUM each SQLite file (every page written anew, so deleted rows leave no bytes) with
+    `secure_delete`, and truncate its WAL. A file held by another process is reported, not fatal."""
+    done = []
+    for path in paths:
+        try:
+            conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
             try:
-                conn = sqlite3.connect(path, timeout=30, isolation_level=None)
-                try:
-                    conn.execute("PRAGMA secure_delete = ON")
-                    conn.execute("VACUUM")
-                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                finally:
-                    conn.close()
-                done.append(str(path))
-            except sqlite3.Error as exc:  # a file held by another process: reported, not fatal
-                log.warning("erasure: could not scrub", path=str(path), error=str(exc))
-        return done
+                conn.execute("PRAGMA secure_delete = ON")
+                conn.execute("VACUUM")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
+            done.append(str(path))
+        except sqlite3.Error as exc:
+            log.warning(f"{what}: could not scrub", path=str(path), error=str(exc))
+    return done

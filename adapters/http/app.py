@@ -18,6 +18,7 @@ from engram.adapters.http.erasure_item_routes import erasure_item_routes
 from engram.adapters.http.erasure_routes import erasure_routes
 from engram.adapters.http.fact_routes import facts, spaces_admin
 from engram.adapters.http.fact_search_routes import fact_search
+from engram.adapters.http.keys_routes import keys_routes
 from engram.adapters.http.link_routes import link_routes
 from engram.adapters.http.message_routes import messages
 from engram.adapters.http.middleware import Authenticate, BodyGuard, RequestLog, TokenBuckets
@@ -111,6 +112,7 @@ def create_app(
     app.include_router(verify_routes)  # before v1, as messages
     app.include_router(erasure_routes)  # before v1, as messages
     app.include_router(erasure_item_routes)  # before v1, as messages
+    app.include_router(keys_routes)  # before v1, as messages
     app.include_router(v1)
     app.include_router(admin)
     app.include_router(spaces_admin)

@@ -67,6 +67,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
         "audit-log-sqlite",  # ADRs 0069, 0070
         "erasure-sqlite",  # ADR 0077
         "erasure-items-sqlite",  # ADR 0089
+        "keys-seal-sqlite",  # ADR 0095
         "ui-sqlite",  # issue #14
     }
     if os.environ.get("ENGRAM_TEST_DATABASE_URL"):
@@ -84,6 +85,7 @@ def test_every_benchmark_wrote_its_result(results: Path) -> None:
             "audit-log-postgresql",
             "erasure-postgresql",
             "erasure-items-postgresql",
+            "keys-seal-postgresql",
             "ui-postgresql",
         }
     assert expected <= set(load_results(results))

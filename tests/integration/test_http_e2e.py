@@ -942,6 +942,16 @@ def test_verify_over_the_wire(world: World) -> None:
     assert isinstance(whole["head_position"], int) and len(whole["head_hash"]) == 64
 
 
+def test_keys_seal_over_the_wire(world: World) -> None:
+    """`POST /v1/admin/keys/seal` (ADR 0095): admins only; this server's log has nothing to seal."""
+    _problem(world.client(world.tokens["Aria"]).post("/v1/admin/keys/seal", params={"dry_run": True}), 403)
+    dry = _ok(world.as_admin.post("/v1/admin/keys/seal", params={"being": "Aria", "dry_run": True}))
+    assert dry["dry_run"] is True and dry["nothing_to_seal"] is True and dry["counts"]["events"] == 0
+    done = _ok(world.as_admin.post("/v1/admin/keys/seal"))
+    assert done["dry_run"] is False and done["nothing_to_seal"] is True and done["position"] is None
+    _problem(world.as_admin.post("/v1/admin/keys/seal", params={"being": "Nobody"}), 404)
+
+
 def test_every_route_answered_successfully(world: World) -> None:
     """Runs last: every route of the API served at least one 2xx in this module's tests."""
     spec = _ok(world.client().get("/openapi.json"))
