@@ -148,6 +148,7 @@ class ViewPurge:
                 else:
                     keys = being_rows.item_keys(conn, db, "nodes", generation, being_id, aggregate_ids)
                     views.fulltext.forget(conn, nodes, keys, stored=True)
+                    views.fulltext.compact_after_erasure(conn, nodes, being_id)
             if aggregate_ids is not None:
                 # The erased nodes' part of their clusters' counters, taken out before their rows go.
                 uncount_items(views, name, conn, db, generation, being_id, aggregate_ids)

@@ -159,6 +159,17 @@ def forget(conn: ViewConnection, nodes: str, keys: Collection[str], *, stored: b
     return ordered
 
 
+def compact(conn: ViewConnection, nodes: str, being_id: str) -> None:
+    """Merge the being's table into one segment. A contentless FTS5 table takes a row out by
+    writing a deletion beside the segments that hold its terms: the words stay in the file until a
+    merge drops them. `optimize` rewrites every segment without the deleted rows (a fraction of a
+    second at 100k rows, in the erasure's transaction); the old pages are then freed and the
+    erasure's scrub of the view's files takes them out."""
+    fts = fts_table(nodes, being_id)
+    if exists(conn, fts):
+        conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('optimize')")
+
+
 def index(conn: ViewConnection, nodes: str, keys: Sequence[str]) -> None:
     """Index the rows `keys` as written, in their beings' tables (created on a being's first row)."""
     for being_id, rows in _stored_rows(conn, nodes, keys).items():

@@ -65,6 +65,10 @@ class PostgresFullText:
     def index(self, conn: ViewConnection, nodes: str, keys: Sequence[str]) -> None:
         """Nothing to do: the generated column follows the row."""
 
+    def compact_after_erasure(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        """Nothing to do: the column and its GIN entries go with the rows, and the erasure's table
+        scrub rewrites the table and its indexes."""
+
     # -- searching --------------------------------------------------------------------------------
 
     def being_index(self, conn: ViewConnection, nodes: str, being_id: UUID) -> BeingIndex | None:

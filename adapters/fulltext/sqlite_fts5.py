@@ -41,6 +41,9 @@ class SQLiteFullText:
     def index(self, conn: ViewConnection, nodes: str, keys: Sequence[str]) -> None:
         fts5_tables.index(conn, nodes, keys)
 
+    def compact_after_erasure(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        fts5_tables.compact(conn, nodes, str(being_id))
+
     # -- searching --------------------------------------------------------------------------------
 
     def being_index(self, conn: ViewConnection, nodes: str, being_id: UUID) -> BeingIndex | None:

@@ -99,6 +99,12 @@ class FullTextIndex(Protocol):
         """Index the rows `keys` of `nodes` as written (the keys `forget` returned)."""
         ...
 
+    def compact_after_erasure(self, conn: ViewConnection, nodes: str, being_id: UUID) -> None:
+        """Rows of the being left the index for good (an item or a subject forgotten): rewrite what
+        still holds their words, so that no file keeps them once the view's files are scrubbed
+        (ADR 0089). A store whose index lives in the rows themselves has nothing to do."""
+        ...
+
     # -- searching, in the reader's read transaction ----------------------------------------------
 
     def being_index(self, conn: ViewConnection, nodes: str, being_id: UUID) -> BeingIndex | None:

@@ -372,14 +372,7 @@ def test_a_node_made_from_an_old_note_is_erased_with_it_after_a_seal(
         assert gone.counts["keys"] >= 2  # the note's key and its node's
         assert engram.listing.nodes("Aria") == []
         assert chain_check.verify(engram.store.app).ok
-    if backend == "postgres":
-        _no_canary_in_files(settings, backend, SCENE_CANARY)
-    else:
-        # Not `memory.sqlite3`: on main, `forget note` leaves a node's tokens in its being's contentless
-        # FTS5 index segments (`nodes_g1_fts_<being>_data`) until the index is merged, sealed log or
-        # not (reported with this work; the item purge's, not the seal's).
-        held = _files_with(settings.data_dir, SCENE_CANARY.encode())
-        assert [p for p in held if not p.endswith("memory.sqlite3")] == []
+    _no_canary_in_files(settings, backend, SCENE_CANARY)
 
 
 def test_a_scrub_cut_short_is_finished_by_the_next_run(
