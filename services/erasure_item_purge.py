@@ -21,9 +21,16 @@ Progress = Callable[[str, int, int], None]
 
 
 def purge_items(
-    f: Forgetting, being_id: UUID, key_ids: Sequence[UUID], progress: Progress | None
+    f: Forgetting,
+    being_id: UUID,
+    key_ids: Sequence[UUID],
+    progress: Progress | None,
+    *,
+    rebuilt: Sequence[str] = (),
 ) -> dict[str, int]:
-    """Purge the views of what the destroyed keys sealed; the counts for the receipt."""
+    """Purge the views of what the destroyed keys sealed; the counts for the receipt. `rebuilt`:
+    views rebuilt after it (a forgotten message's conversation view, ADR 0093: its last user message
+    and its summaries' due work are recomputed from the events left)."""
     if f.purge is None:
         # ADR 0073's way (kept for `engram bench erasure --items` to compare): every view rebuilt,
         # the erased events read as erased and no projection handles them.
@@ -32,6 +39,7 @@ def purge_items(
     views = f.views()
     # Counters not taken out in place (BM25's message count): those views rebuilt, when touched.
     counted = [name for name in REBUILT_AFTER_ITEMS if name in report.rows and name not in report.rebuilt]
+    counted += [name for name in rebuilt if name not in report.rebuilt and name not in counted]
     if counted:
         views.rebuild_all(counted)
     return {

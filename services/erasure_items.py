@@ -10,7 +10,7 @@ journals without them, and appends an `Erased` receipt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
@@ -29,8 +29,11 @@ from engram.services.erasure import Forgetting, Forgotten
 from engram.services.erasure_item_purge import purge_items
 from engram.services.errors import Conflict, NotFound, ServiceError
 from engram.services.journal_markdown import journal_folder
+from engram.services.message_quotes import message_quotes
 
 log = structlog.get_logger(__name__)
+
+CONVERSATIONS_VIEW = "conversations"  # messages, conversations, sessions and their summaries
 
 ITEM_TYPES: dict[str, type[BeingScopedAggregate]] = {"note": Note, "message": Message, "fact": Fact}
 Progress = Callable[[str, int, int], None]
@@ -103,7 +106,31 @@ class ItemForgetting:
             )
         self.f.storage.recover_tags(owner)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = [item_id, *[k for k in self.f.keys.owned_keys(owner, item_id=item_id) if k != item_id]]
-        return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
+        if not isinstance(item, Message):
+            return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
+        # What its conversation quotes of it: the summaries covering it, each under its own key (ADR
+        # 0093). The conversation's snapshots go (they counted those summaries) and its view is
+        # rebuilt: its last user message and the summaries' due work as a rebuild gives them.
+        quotes = message_quotes(self.f.store.events(item.conversation_id), item)
+        if quotes.legacy:
+            raise Conflict(
+                f"message {item_id}'s words are also in {quotes.legacy} event(s) of its conversation "
+                "written before summaries had keys of their own (its excerpt or a summary, sealed with "
+                "the conversation's key): they cannot be erased alone (forget the user), so nothing "
+                "was erased"
+            )
+        key_ids += [k for k in quotes.summary_keys if k not in key_ids]
+        return self._erase(
+            kind,
+            str(item_id),
+            owner,
+            key_ids,
+            receipt_id,
+            by,
+            progress,
+            snapshots_of=[quotes.conversation_id],
+            rebuilt=[CONVERSATIONS_VIEW],
+        )
 
     def forget_subject(
         self, being_ref: str, user: str, *, by: str, progress: Progress | None = None
@@ -162,7 +189,11 @@ class ItemForgetting:
         progress: Progress | None,
         *,
         label: str | None = None,
+        snapshots_of: Sequence[UUID] = (),
+        rebuilt: Sequence[str] = (),
     ) -> Forgotten:
+        """`snapshots_of`: aggregates whose snapshots go too (they hold state the erased events
+        made); `rebuilt`: views rebuilt after the purge (their rows are recomputed from what is left)."""
         f = self.f
         counts = {"keys": len(key_ids), "events": f.storage.sealed_under(set(key_ids))}
         being = resolve_being(f.store, str(being_id))
@@ -171,8 +202,8 @@ class ItemForgetting:
         for key_id in key_ids:
             f.storage.forget_cipher(key_id)
         f.store.cache.clear()
-        counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in key_ids)
-        counts.update(purge_items(f, being_id, key_ids, progress))
+        counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in [*key_ids, *snapshots_of])
+        counts.update(purge_items(f, being_id, key_ids, progress, rebuilt=rebuilt))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)
         if counts["journal_files"]:

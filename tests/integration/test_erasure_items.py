@@ -284,3 +284,97 @@ def test_the_cli_forgets_an_item_and_a_subject(tmp_path: Path, monkeypatch: pyte
     assert runner.invoke(cli, ["forget", "subject", "Aria", "--user", "nobody", "--yes"]).exit_code == 3
     assert _files_with(tmp_path / "data", CANARY.encode()) == []
     assert _files_with(tmp_path / "data", USER_CANARY.encode()) == []
+
+
+MESSAGE_CANARY = "zqxlastmsgcanaryk"
+
+
+def _summary_texts(engram: Engram, being_id: UUID, user: str) -> dict[str, list[str]]:
+    """Each summary kind's contents for `user`'s conversation, as the view holds them."""
+    views = engram.views
+    db = views.dbs["conversations"]
+    with db.read() as conn:
+        tables = engine.read_tables(conn, db, views.projections["conversations"])
+        rows = conn.query(
+            f"SELECT kind, content FROM {tables['conversation_summaries']} "
+            "WHERE being_id = ? AND user_id = ? ORDER BY position",
+            [str(being_id), user],
+        )
+    out: dict[str, list[str]] = {"rolling": [], "session": [], "spine": []}
+    for r in rows:
+        if r["content"] is not None:
+            out[str(r["kind"])].append(str(r["content"]))
+    return out
+
+
+def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
+    make_settings: Callable[..., Settings], clock: SteppingClock, backend: str
+) -> None:
+    """ADR 0093: the canary is the conversation's last user message and is quoted by an extractive
+    rolling summary, session summary and spine; after `forget message` it is in no view, no file, no
+    dump; the last user message is the previous one, the summaries are due again and written again
+    from the remaining messages, and a rebuild gives the same rows."""
+    from tests.integration.test_erasure_purge import _snapshot
+    from tests.session_support import CHAT, chat
+
+    settings = make_settings()
+    engram = bootstrap(settings, clock=clock, ids=SeededIds())
+    try:
+        being_id = UUID(engram.beings.register("Aria").being_id)
+        more = [
+            ("user", "Tomas and I dug the garden beds for the tomatoes today."),
+            ("assistant", "The garden beds sound ready for the tomatoes."),
+            ("user", "The hospital gave me Saturday off for the garden."),
+            ("assistant", "A free Saturday in the garden with Tomas, lovely."),
+            ("user", "Tomas will bring the tomato seeds and the beans."),
+            ("assistant", "Tomatoes and beans from Tomas: a good garden start."),
+            ("user", f"I need to renew the garden {MESSAGE_CANARY} licence with Tomas at the hospital."),
+            ("assistant", "I'll remind you about that licence."),
+        ]
+        taken = chat(engram, "Aria", "lena", [*CHAT, *more], start=T0)
+        canary_id = taken[-2].message_id
+        chat(engram, "Aria", "olaf", [("user", "olaf needs to water the garden plants.")], prefix="o")
+        engram.views.ensure()
+        engram.summaries.run_due("Aria")  # the open session's rolling summary and the spine
+        engram.summaries.close_idle(clock.current + timedelta(hours=2))
+        engram.summaries.run_due("Aria")  # the closed session's summary
+        engram.views.catch_up_or_rebuild()
+        state = engram.sessions.list("Aria", user="lena").state
+        assert state is not None
+        assert state.last_user_message is not None and MESSAGE_CANARY in state.last_user_message
+        before = _summary_texts(engram, being_id, "lena")
+        assert before["rolling"] and before["session"] and before["spine"]
+        for kind in ("rolling", "session", "spine"):  # each kind quotes it: the test can fail
+            assert MESSAGE_CANARY in before[kind][-1], kind
+        assert _files_with(settings.data_dir, MESSAGE_CANARY.encode()) or backend == "postgres"
+
+        done = engram.item_forgetting.forget_item("message", canary_id, by="admin")
+        # the message and the three summaries covering it (the rolling, the session's, the spine)
+        assert done.counts["keys"] == 4 and done.counts["events"] == 4, done.counts
+        engram.views.catch_up_or_rebuild()
+        state = engram.sessions.list("Aria", user="lena").state
+        assert state is not None
+        assert state.last_user_message == "Tomas will bring the tomato seeds and the beans."
+        after = _summary_texts(engram, being_id, "lena")
+        assert MESSAGE_CANARY not in str(after) and after["rolling"] == before["rolling"][:-1]
+        assert after["session"] == [] and after["spine"] == []
+        assert state.message_count == 20  # the conversation still counts that a message was heard
+        again = engram.summaries.run_due("Aria")  # due again: written from the remaining messages
+        assert (again.sessions, again.spines) == (1, 1)
+        engram.views.catch_up_or_rebuild()
+        rewritten = _summary_texts(engram, being_id, "lena")
+        assert len(rewritten["session"]) == len(rewritten["spine"]) == 1
+        assert MESSAGE_CANARY not in str(rewritten) and "Tomas" in rewritten["session"][0]
+        purged = _snapshot(engram)
+        engram.views.rebuild_all()
+        rebuilt = _snapshot(engram)
+        assert [t for t in rebuilt if purged[t] != rebuilt[t]] == []  # table by table, row by row
+        assert MESSAGE_CANARY not in str(rebuilt)
+        engram.journals.refresh("Aria")
+    finally:
+        engram.close()
+    assert _files_with(settings.data_dir, MESSAGE_CANARY.encode()) == []
+    assert _files_with(settings.data_dir, b"olaf needs to water")  # the other user's words are kept
+    if backend == "postgres":
+        dump = _pg_dump(settings)
+        assert b"CREATE TABLE" in dump and MESSAGE_CANARY.encode() not in dump.lower()
