@@ -141,7 +141,7 @@ def fallback_cluster_name(nodes: Sequence[Mapping[str, Any]]) -> str:
     themes = Counter(t for n in nodes for t in {t.strip().lower() for t in n.get("themes", []) if t.strip()})
     shared = [(-count, theme) for theme, count in themes.items() if count >= 2]
     if shared:
-        best = min(shared)[1]
+        best: str = min(shared)[1]
         return best[:1].upper() + best[1:]
     return neutral_cluster_name(nodes)
 
