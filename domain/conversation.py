@@ -307,6 +307,33 @@ class Conversation(BeingScopedAggregate):
             c.rejections += 1
             c.refused[self.kind] = c.message_count
 
+    class SummariesWithdrawn(Event):
+        """Summaries of this conversation were erased (a message they covered was forgotten, ADR
+        0093): the counters they had moved, as the conversation stands without them. A replay of the
+        log gets there by itself (the erased events are skipped); a process that held the conversation
+        from before (its aggregate cache) is set right by this event. No text."""
+
+        TOPIC = "engram.Conversation.SummariesWithdrawn"
+        class_version = 1
+        count: int  # the summary events erased
+        rolling_versions: int
+        rolled_turns: int | None  # the open session's (None: none open)
+        unsummarized: list[UUID]
+        spine_version: int
+        spine_upto: int
+        rejections: int
+        refused: dict[str, int]
+
+        def apply(self, c: Conversation) -> None:
+            c.rolling_versions = self.rolling_versions
+            if c.open is not None and self.rolled_turns is not None:
+                c.open["rolled_turns"] = self.rolled_turns
+            c.unsummarized = list(self.unsummarized)
+            c.spine_version = self.spine_version
+            c.spine_upto = self.spine_upto
+            c.rejections = self.rejections
+            c.refused = dict(self.refused)
+
     def __init__(self, being_id: UUID, user: str) -> None:
         self.being_id = being_id
         self.user = user
@@ -521,4 +548,20 @@ class Conversation(BeingScopedAggregate):
             model=model,
             prompt_version=prompt_version,
             answer=answer,
+        )
+
+    def withdraw_summaries(self, count: int, at: datetime) -> None:
+        """Record that `count` summary events were erased, with the counters as this conversation,
+        replayed without them, has them (`SummariesWithdrawn`)."""
+        self._emit(
+            self.SummariesWithdrawn,
+            at,
+            count=count,
+            rolling_versions=self.rolling_versions,
+            rolled_turns=self.open["rolled_turns"] if self.open is not None else None,
+            unsummarized=list(self.unsummarized),
+            spine_version=self.spine_version,
+            spine_upto=self.spine_upto,
+            rejections=self.rejections,
+            refused=dict(self.refused),
         )

@@ -404,6 +404,23 @@ class ConversationsView(Projection):
             upto=e.upto_count,
         )
 
+    @handles(Conversation.SummariesWithdrawn)
+    def _withdrawn(self, batch: Batch, e: Conversation.SummariesWithdrawn) -> None:
+        # The counters as the conversation has them without the erased summaries (ADR 0093); their
+        # rows and the sessions' summaries go with the rebuild `forget message` runs.
+        row = self._conversation(batch, e)
+        refused = {f"{kind}_refused_at": e.refused.get(kind) for kind in ("rolling", "session", "spine")}
+        changes: dict[str, Any] = {
+            "spine_version": e.spine_version,
+            "spine_upto": e.spine_upto,
+            "unsummarized": len(e.unsummarized),
+            "rejections": e.rejections,
+            **refused,
+        }
+        if e.rolled_turns is not None and row["open_session_id"] is not None:
+            changes["rolled_turns"] = e.rolled_turns
+        self._put_conversation(batch, e, row, **changes)
+
     @handles(Conversation.SummaryRejected)
     def _rejected(self, batch: Batch, e: Conversation.SummaryRejected) -> None:
         row = self._conversation(batch, e)

@@ -17,6 +17,7 @@ from uuid import UUID, uuid5
 import structlog
 
 from engram.domain.base import BeingScopedAggregate
+from engram.domain.conversation import Conversation
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
@@ -27,7 +28,7 @@ from engram.services.beings import parse_uuid, resolve_being
 from engram.services.conversation_epochs import subject_epoch
 from engram.services.erasure import Forgetting, Forgotten
 from engram.services.erasure_item_purge import purge_items
-from engram.services.errors import Conflict, NotFound, ServiceError
+from engram.services.errors import Conflict, NotFound, ServiceError, WriteRaced
 from engram.services.journal_markdown import journal_folder
 from engram.services.message_quotes import message_quotes
 
@@ -130,7 +131,23 @@ class ItemForgetting:
             progress,
             snapshots_of=[quotes.conversation_id],
             rebuilt=[CONVERSATIONS_VIEW],
+            then=lambda: self._withdraw(owner, quotes.conversation_id, len(quotes.summary_keys)),
         )
+
+    def _withdraw(self, being_id: UUID, conversation_id: UUID, count: int) -> None:
+        """Once the summaries' keys are gone, record the conversation's counters without them, so that
+        another process holding it from before reads it as a replay does (ADR 0093)."""
+        if not count:
+            return
+        for _ in range(5):  # a message taken meanwhile moves the conversation: load it again
+            conversation = self.f.store.get(Conversation, conversation_id, being_id=being_id)
+            conversation.withdraw_summaries(count, self.f.clock.now())
+            try:
+                self.f.store.save(conversation)
+                return
+            except WriteRaced:
+                continue
+        raise Conflict("the conversation kept changing while its summaries were withdrawn: run forget again")
 
     def forget_subject(
         self, being_ref: str, user: str, *, by: str, progress: Progress | None = None
@@ -191,9 +208,11 @@ class ItemForgetting:
         label: str | None = None,
         snapshots_of: Sequence[UUID] = (),
         rebuilt: Sequence[str] = (),
+        then: Callable[[], None] | None = None,
     ) -> Forgotten:
         """`snapshots_of`: aggregates whose snapshots go too (they hold state the erased events
-        made); `rebuilt`: views rebuilt after the purge (their rows are recomputed from what is left)."""
+        made); `rebuilt`: views rebuilt after the purge (their rows are recomputed from what is left);
+        `then`: run once the keys are destroyed and the caches dropped, before the purge."""
         f = self.f
         counts = {"keys": len(key_ids), "events": f.storage.sealed_under(set(key_ids))}
         being = resolve_being(f.store, str(being_id))
@@ -203,6 +222,8 @@ class ItemForgetting:
             f.storage.forget_cipher(key_id)
         f.store.cache.clear()
         counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in [*key_ids, *snapshots_of])
+        if then is not None:
+            then()
         counts.update(purge_items(f, being_id, key_ids, progress, rebuilt=rebuilt))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)

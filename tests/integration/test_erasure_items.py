@@ -9,6 +9,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from engram.domain.conversation import Conversation
 from engram.domain.erasure import ErasedContent, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import conversation_id_for
@@ -348,9 +349,19 @@ def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
             assert MESSAGE_CANARY in before[kind][-1], kind
         assert _files_with(settings.data_dir, MESSAGE_CANARY.encode()) or backend == "postgres"
 
+        conversation_id = UUID(taken[0].conversation_id)
+        stale = engram.store.get(Conversation, conversation_id)  # as another process may hold it
+        assert not stale.sessions_due and not stale.spine_due
         done = engram.item_forgetting.forget_item("message", canary_id, by="admin")
         # the message and the three summaries covering it (the rolling, the session's, the spine)
         assert done.counts["keys"] == 4 and done.counts["events"] == 4, done.counts
+        for e in engram.store.events(conversation_id):  # what that process reads next
+            if e.originator_version > stale.version:
+                stale = e.mutate(stale)
+        fresh = engram.store.get(Conversation, conversation_id)
+        assert stale.sessions_due and stale.spine_due and fresh.version == stale.version
+        counters = ("unsummarized", "spine_upto", "spine_version", "rolling_versions", "refused")
+        assert [getattr(stale, n) for n in counters] == [getattr(fresh, n) for n in counters]
         engram.views.catch_up_or_rebuild()
         state = engram.sessions.list("Aria", user="lena").state
         assert state is not None

@@ -97,3 +97,18 @@ def test_a_conversation_replays_without_a_summary_whose_key_was_destroyed() -> N
     assert replayed.version == c.version and replayed.rolling_due and not c.rolling_due
     with pytest.raises(ContentErased):  # an event the conversation cannot lose still refuses
         ErasedContent(c.id, 2, c.being_id, "engram.Conversation.Heard").mutate(replayed)
+
+
+def test_withdrawn_summaries_set_a_conversation_held_from_before_as_a_replay_has_it() -> None:
+    c = _conversation(20)
+    c.write_spine(SPINE, 20, T0, method="extractive")
+    held: Any = None  # another process's copy, the spine counted
+    for e in c.collect_events():
+        held = e.mutate(held)
+    replayed = _conversation(20)  # the same conversation read without the erased spine
+    replayed.withdraw_summaries(1, T0)
+    [withdrawn] = replayed.collect_events()[-1:]
+    assert isinstance(withdrawn, Conversation.SummariesWithdrawn) and withdrawn.count == 1
+    assert (held.spine_upto, held.spine_due) == (20, False)
+    withdrawn.apply(held)
+    assert (held.spine_upto, held.spine_version, held.spine_due) == (0, 0, True)
