@@ -347,7 +347,11 @@ def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
         assert before["rolling"] and before["session"] and before["spine"]
         for kind in ("rolling", "session", "spine"):  # each kind quotes it: the test can fail
             assert MESSAGE_CANARY in before[kind][-1], kind
-        assert _files_with(settings.data_dir, MESSAGE_CANARY.encode()) or backend == "postgres"
+        engram.journals.refresh("Aria")
+        found = _files_with(settings.data_dir, MESSAGE_CANARY.encode())
+        assert any("journal" in str(f) or f.endswith(".md") for f in map(str, found)), found
+        if backend == "postgres":
+            assert MESSAGE_CANARY.encode() in _pg_dump(settings).lower()
 
         conversation_id = UUID(taken[0].conversation_id)
         stale = engram.store.get(Conversation, conversation_id)  # as another process may hold it
