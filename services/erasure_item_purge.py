@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 from uuid import UUID
 
+from engram.services.conversation_purge import recompute_conversation
 from engram.services.erasure_counters import REBUILT_AFTER_ITEMS
 
 if TYPE_CHECKING:
@@ -26,11 +27,11 @@ def purge_items(
     key_ids: Sequence[UUID],
     progress: Progress | None,
     *,
-    rebuilt: Sequence[str] = (),
+    conversations: Sequence[UUID] = (),
 ) -> dict[str, int]:
-    """Purge the views of what the destroyed keys sealed; the counts for the receipt. `rebuilt`:
-    views rebuilt after it (a forgotten message's conversation view, ADR 0093: its last user message
-    and its summaries' due work are recomputed from the events left)."""
+    """Purge the views of what the destroyed keys sealed; the counts for the receipt.
+    `conversations`: a forgotten message's, whose rows are then recomputed in place (its last user
+    message, its summaries and their due work from the events left: ADR 0093)."""
     if f.purge is None:
         # ADR 0073's way (kept for `engram bench erasure --items` to compare): every view rebuilt,
         # the erased events read as erased and no projection handles them.
@@ -39,12 +40,13 @@ def purge_items(
     views = f.views()
     # Counters not taken out in place (BM25's message count): those views rebuilt, when touched.
     counted = [name for name in REBUILT_AFTER_ITEMS if name in report.rows and name not in report.rebuilt]
-    counted += [name for name in rebuilt if name not in report.rebuilt and name not in counted]
     if counted:
         views.rebuild_all(counted)
+    touched = [table for c in conversations for table in recompute_conversation(f, c)]
+    rewritten = f.purge.scrub.scrub_tables(touched) if touched else []
     return {
         "view_rows": report.row_count,
         "vector_points": report.point_count,
         "views_rebuilt": len(report.rebuilt) + len(counted),
-        "tables_rewritten": len(report.scrubbed),
+        "tables_rewritten": len(report.scrubbed) + len(rewritten),
     }

@@ -34,8 +34,6 @@ from engram.services.message_quotes import message_quotes
 
 log = structlog.get_logger(__name__)
 
-CONVERSATIONS_VIEW = "conversations"  # messages, conversations, sessions and their summaries
-
 ITEM_TYPES: dict[str, type[BeingScopedAggregate]] = {"note": Note, "message": Message, "fact": Fact}
 Progress = Callable[[str, int, int], None]
 
@@ -110,8 +108,8 @@ class ItemForgetting:
         if not isinstance(item, Message):
             return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
         # What its conversation quotes of it: the summaries covering it, each under its own key (ADR
-        # 0093). The conversation's snapshots go (they counted those summaries) and its view is
-        # rebuilt: its last user message and the summaries' due work as a rebuild gives them.
+        # 0093). The conversation's snapshots go (they counted those summaries) and its rows are
+        # recomputed in place: its last user message and the summaries' due work as a rebuild gives them.
         quotes = message_quotes(self.f.store.events(item.conversation_id), item)
         if quotes.legacy:
             raise Conflict(
@@ -130,7 +128,7 @@ class ItemForgetting:
             by,
             progress,
             snapshots_of=[quotes.conversation_id],
-            rebuilt=[CONVERSATIONS_VIEW],
+            conversations=[quotes.conversation_id],
             then=lambda: self._withdraw(owner, quotes.conversation_id, len(quotes.summary_keys)),
         )
 
@@ -207,11 +205,11 @@ class ItemForgetting:
         *,
         label: str | None = None,
         snapshots_of: Sequence[UUID] = (),
-        rebuilt: Sequence[str] = (),
+        conversations: Sequence[UUID] = (),
         then: Callable[[], None] | None = None,
     ) -> Forgotten:
         """`snapshots_of`: aggregates whose snapshots go too (they hold state the erased events
-        made); `rebuilt`: views rebuilt after the purge (their rows are recomputed from what is left);
+        made); `conversations`: recomputed in place after the purge (a forgotten message's);
         `then`: run once the keys are destroyed and the caches dropped, before the purge."""
         f = self.f
         counts = {"keys": len(key_ids), "events": f.storage.sealed_under(set(key_ids))}
@@ -224,7 +222,7 @@ class ItemForgetting:
         counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in [*key_ids, *snapshots_of])
         if then is not None:
             then()
-        counts.update(purge_items(f, being_id, key_ids, progress, rebuilt=rebuilt))
+        counts.update(purge_items(f, being_id, key_ids, progress, conversations=conversations))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)
         if counts["journal_files"]:

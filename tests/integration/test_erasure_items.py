@@ -367,6 +367,9 @@ def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
         counters = ("unsummarized", "spine_upto", "spine_version", "rolling_versions", "refused")
         assert [getattr(stale, n) for n in counters] == [getattr(fresh, n) for n in counters]
         engram.views.catch_up_or_rebuild()
+        recomputed = _snapshot(engram)  # the conversation's rows recomputed in place (ADR 0093)
+        engram.views.rebuild_all()
+        assert [t for t, rows in _snapshot(engram).items() if recomputed[t] != rows] == []
         state = engram.sessions.list("Aria", user="lena").state
         assert state is not None
         assert state.last_user_message == "Tomas will bring the tomato seeds and the beans."
