@@ -396,3 +396,32 @@ def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
     if backend == "postgres":
         dump = _pg_dump(settings)
         assert b"CREATE TABLE" in dump and MESSAGE_CANARY.encode() not in dump.lower()
+
+
+def test_an_open_sessions_rolling_summary_is_written_again_at_once_without_the_forgotten_message(
+    engram: Engram,
+) -> None:
+    from tests.session_support import CHAT, chat
+
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    lines = [
+        *CHAT[:2],
+        ("user", f"Hospital night shifts, Tomas, garden: {MESSAGE_CANARY} hospital garden."),
+        CHAT[3],
+    ]
+    taken = chat(engram, "Aria", "lena", lines)  # one open session of 4 turns
+    engram.views.ensure()
+    assert engram.summaries.run_due("Aria").rolling == 1
+    engram.views.catch_up_or_rebuild()
+    [before] = _summary_texts(engram, being_id, "lena")["rolling"]
+    assert MESSAGE_CANARY in before
+    engram.item_forgetting.forget_item("message", taken[2].message_id, by="admin")
+    engram.views.catch_up_or_rebuild()
+    assert _summary_texts(engram, being_id, "lena")["rolling"] == []
+    again = engram.summaries.run_due("Aria")  # due again, and written at once: the view is caught up
+    assert again.rolling == 1
+    engram.views.catch_up_or_rebuild()
+    [after] = _summary_texts(engram, being_id, "lena")["rolling"]
+    assert MESSAGE_CANARY not in after and after
+    session = engram.sessions.list("Aria", user="lena").sessions[0]
+    assert session.turns == 4  # 3 messages left of 4 heard: written again without waiting for a 4th
