@@ -8,35 +8,39 @@ delivered at once are counted one after the other, never both as turn 5.
   minutes by default) after the last one — decided from the messages' own times, so imported history
   forms the sessions live traffic would — or when the worker sees the session idle (`close_idle`, the
   clock reading recorded in the event).
-- **State** (spec 004's SessionState): message count over all sessions, last interaction, last user
-  message (truncated), turns of the open session.
+- **State** (spec 004's SessionState): message count over all sessions, last interaction, turns of
+  the open session. The last user message is the view's, read from the message's own event: a
+  `Heard` no longer quotes it (v2, ADR 0093), so forgetting the message leaves no copy here.
 - **Summaries**: a rolling summary of the open session every 4 messages, a session summary when a
   session closes, a summary spine every 20 messages. Spec 004 overwrites its rolling summary and
   loses what it held; here every version is an event and the latest is shown. Each records how it
   was written (`extractive`, or `llm` with model, prompt version and capped answer); a refused LLM
   answer is a `SummaryRejected` event, and the work stays due for the next trigger.
+- **Summary keys** (ADR 0093): each summary event (v2) names `summary_key`, a key of its own, so that
+  forgetting one message it quotes destroys that key alone; the conversation then reads as if the
+  summary had not been written (`ERASABLE_TOPICS`) and the work is due again.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypedDict
-from uuid import UUID
+from typing import Any, ClassVar, TypedDict
+from uuid import UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
 from engram.domain.base import BeingScopedAggregate
 from engram.domain.errors import InvalidInput, InvalidTransition
 from engram.domain.ids import session_id_for
-from engram.domain.message import Role, clean_message_text
+from engram.domain.message import Role
 from engram.domain.text import check_text
 
 DEFAULT_SESSION_GAP = timedelta(minutes=30)
 ROLLING_EVERY = 4  # messages of the open session between two rolling summaries
 SPINE_EVERY = 20  # messages of the conversation between two spine versions
 MAX_ROLLING_CHARS = 600
-LAST_USER_MESSAGE_CHARS = 200
+LAST_USER_MESSAGE_CHARS = 200  # the view's last user message (projections/conversations.py)
 MAX_ONE_LINER_CHARS = 200
 MAX_TONE_CHARS = 80
 MAX_SUMMARY_ITEMS = 8
@@ -46,6 +50,25 @@ SPINE_SECTIONS = ("PROFILE", "PROJECTS", "PEOPLE", "OPEN_LOOPS")
 MAX_SPINE_ITEMS = 12
 MAX_SPINE_ITEM_CHARS = 240
 MAX_REASON_CHARS = 500
+
+
+def summary_key_for(conversation_id: UUID, version: int) -> UUID:
+    """The key a summary event of the conversation at `version` is sealed under (ADR 0093):
+    derived, so that the domain draws nothing at random, and never the same for two events."""
+    return uuid5(conversation_id, f"summary:{version}")
+
+
+def _no_summary_key(state: dict[str, Any]) -> None:
+    # v1 summaries were sealed under the conversation's key (ADR 0075): they stay as they are.
+    state["summary_key"] = None
+
+
+def quotes_under_conversation_key(event: Any) -> bool:
+    """Whether a conversation event holds a message's words under the conversation's key: a v1
+    `Heard` with its excerpt, or a v1 summary (ADR 0093: forgetting one message refuses those)."""
+    if getattr(event, "excerpt", None) is not None:
+        return True
+    return hasattr(event, "summary_key") and event.summary_key is None
 
 
 class SummaryMethod(StrEnum):
@@ -127,6 +150,16 @@ class OpenSession(TypedDict):
 
 class Conversation(BeingScopedAggregate):
     TOPIC = "engram.Conversation"
+    # Events sealed under a key of their own (a summary's, ADR 0093): once it is destroyed the
+    # conversation replays without them (`ErasedContent.mutate`), and their work is due again.
+    ERASABLE_TOPICS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "engram.Conversation.RollingSummarized",
+            "engram.Conversation.SessionSummarized",
+            "engram.Conversation.SpineWritten",
+            "engram.Conversation.SummaryRejected",
+        }
+    )
 
     class Event(Aggregate.Event):
         TOPIC = "engram.Conversation.Event"
@@ -158,22 +191,27 @@ class Conversation(BeingScopedAggregate):
 
     class Heard(Event):
         """A message joined the conversation: `session_id` is the session it joined (None: a late
-        message, older than the open session's window, that joins none, ADR 0052)."""
+        message, older than the open session's window, that joins none, ADR 0052).
+
+        v1 also carried `excerpt`, a user message's cleaned text (spec 004's lastUserMessage), under
+        the conversation's key: forgetting the message left it readable. v2 carries no text (ADR
+        0093); a v1 event read now keeps its `excerpt` as an attribute nothing applies."""
 
         TOPIC = "engram.Conversation.Heard"
-        class_version = 1
+        class_version = 2
         message_id: UUID
         at: datetime
         role: str
         session_id: UUID | None
-        excerpt: str | None  # a user message's cleaned text, truncated: spec 004's lastUserMessage
+
+        @staticmethod
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            pass  # `excerpt` stays in the old record: see `quotes_under_conversation_key`
 
         def apply(self, c: Conversation) -> None:
             c.message_count += 1
             if c.last_interaction is None or self.at > c.last_interaction:
                 c.last_interaction = self.at
-            if self.excerpt is not None:
-                c.last_user_message = self.excerpt
             if c.open is not None and self.session_id == c.open["id"]:
                 c.open["turns"] += 1
                 c.open["last_at"] = max(c.open["last_at"], self.at)
@@ -197,7 +235,9 @@ class Conversation(BeingScopedAggregate):
 
     class RollingSummarized(Event):
         TOPIC = "engram.Conversation.RollingSummarized"
-        class_version = 1
+        class_version = 2
+        summary_key: UUID | None  # the key it is sealed under (None: v1, the conversation's)
+        upcast_v1_v2 = staticmethod(_no_summary_key)
         session_id: UUID
         version: int
         text: str
@@ -209,14 +249,14 @@ class Conversation(BeingScopedAggregate):
 
         def apply(self, c: Conversation) -> None:
             c.rolling_versions += 1
-            c.rolling = self.text
-            c.rolling_session = self.session_id
             if c.open is not None and c.open["id"] == self.session_id:
                 c.open["rolled_turns"] = max(c.open["rolled_turns"], self.upto_turn)
 
     class SessionSummarized(Event):
         TOPIC = "engram.Conversation.SessionSummarized"
-        class_version = 1
+        class_version = 2
+        summary_key: UUID | None  # the key it is sealed under (None: v1, the conversation's)
+        upcast_v1_v2 = staticmethod(_no_summary_key)
         session_id: UUID
         summary: dict[str, Any]
         method: str
@@ -227,14 +267,15 @@ class Conversation(BeingScopedAggregate):
         def apply(self, c: Conversation) -> None:
             if self.session_id in c.unsummarized:
                 c.unsummarized.remove(self.session_id)
-            c.latest_session_summary = self.session_id
 
     class SpineWritten(Event):
         """A new version of the summary spine, built on the previous one (`sections`), covering the
         conversation's first `upto_count` messages."""
 
         TOPIC = "engram.Conversation.SpineWritten"
-        class_version = 1
+        class_version = 2
+        summary_key: UUID | None  # the key it is sealed under (None: v1, the conversation's)
+        upcast_v1_v2 = staticmethod(_no_summary_key)
         version: int
         sections: dict[str, list[str]]
         upto_count: int
@@ -245,7 +286,6 @@ class Conversation(BeingScopedAggregate):
 
         def apply(self, c: Conversation) -> None:
             c.spine_version = self.version
-            c.spine = {k: list(v) for k, v in self.sections.items()}
             c.spine_upto = self.upto_count
 
     class SummaryRejected(Event):
@@ -253,7 +293,9 @@ class Conversation(BeingScopedAggregate):
         at its next trigger. The answer is kept, capped, for the audit trail."""
 
         TOPIC = "engram.Conversation.SummaryRejected"
-        class_version = 1
+        class_version = 2
+        summary_key: UUID | None  # the key it is sealed under (None: v1, the conversation's)
+        upcast_v1_v2 = staticmethod(_no_summary_key)
         kind: str
         session_id: UUID | None
         reason: str
@@ -265,21 +307,43 @@ class Conversation(BeingScopedAggregate):
             c.rejections += 1
             c.refused[self.kind] = c.message_count
 
+    class SummariesWithdrawn(Event):
+        """Summaries of this conversation were erased (a message they covered was forgotten, ADR
+        0093): the counters they had moved, as the conversation stands without them. A replay of the
+        log gets there by itself (the erased events are skipped); a process that held the conversation
+        from before (its aggregate cache) is set right by this event. No text."""
+
+        TOPIC = "engram.Conversation.SummariesWithdrawn"
+        class_version = 1
+        count: int  # the summary events erased
+        rolling_versions: int
+        rolled_turns: int | None  # the open session's (None: none open)
+        unsummarized: list[UUID]
+        spine_version: int
+        spine_upto: int
+        rejections: int
+        refused: dict[str, int]
+
+        def apply(self, c: Conversation) -> None:
+            c.rolling_versions = self.rolling_versions
+            if c.open is not None and self.rolled_turns is not None:
+                c.open["rolled_turns"] = self.rolled_turns
+            c.unsummarized = list(self.unsummarized)
+            c.spine_version = self.spine_version
+            c.spine_upto = self.spine_upto
+            c.rejections = self.rejections
+            c.refused = dict(self.refused)
+
     def __init__(self, being_id: UUID, user: str) -> None:
         self.being_id = being_id
         self.user = user
         self.message_count = 0
         self.last_interaction: datetime | None = None
-        self.last_user_message: str | None = None
         self.open: OpenSession | None = None
         self.sessions = 0  # sessions opened so far (the next one's ordinal is this + 1)
         self.unsummarized: list[UUID] = []  # closed sessions still without a summary
-        self.latest_session_summary: UUID | None = None
-        self.rolling: str | None = None
-        self.rolling_session: UUID | None = None
         self.rolling_versions = 0
         self.spine_version = 0
-        self.spine: dict[str, list[str]] | None = None
         self.spine_upto = 0
         self.rejections = 0
         # kind -> the message count when an LLM answer for it was last refused: that work is asked
@@ -320,16 +384,7 @@ class Conversation(BeingScopedAggregate):
             ordinal = self.sessions + 1
             session = session_id_for(self.id, ordinal)
             self._emit(self.SessionOpened, received, session_id=session, ordinal=ordinal, started_at=at)
-        excerpt = clean_message_text(text)[:LAST_USER_MESSAGE_CHARS] if role == Role.USER else None
-        self._emit(
-            self.Heard,
-            received,
-            message_id=message_id,
-            at=at,
-            role=role.value,
-            session_id=session,
-            excerpt=excerpt,
-        )
+        self._emit(self.Heard, received, message_id=message_id, at=at, role=role.value, session_id=session)
         return session, self.message_count
 
     def _close(self, reason: CloseReason, *, seen_at: datetime, received: datetime) -> None:
@@ -402,6 +457,7 @@ class Conversation(BeingScopedAggregate):
         self._emit(
             self.RollingSummarized,
             at,
+            summary_key=summary_key_for(self.id, self.version + 1),
             session_id=self.open["id"],
             version=self.rolling_versions + 1,
             text=text,
@@ -432,6 +488,7 @@ class Conversation(BeingScopedAggregate):
         self._emit(
             self.SessionSummarized,
             at,
+            summary_key=summary_key_for(self.id, self.version + 1),
             session_id=session_id,
             summary=check_session_summary(summary),
             method=_check_method(method, model, prompt_version),
@@ -460,6 +517,7 @@ class Conversation(BeingScopedAggregate):
         self._emit(
             self.SpineWritten,
             at,
+            summary_key=summary_key_for(self.id, self.version + 1),
             version=self.spine_version + 1,
             sections=check_spine(sections),
             upto_count=upto_count,
@@ -483,10 +541,27 @@ class Conversation(BeingScopedAggregate):
         self._emit(
             self.SummaryRejected,
             at,
+            summary_key=summary_key_for(self.id, self.version + 1),
             kind=SummaryKind(kind).value,
             session_id=session_id,
             reason=reason[:MAX_REASON_CHARS],
             model=model,
             prompt_version=prompt_version,
             answer=answer,
+        )
+
+    def withdraw_summaries(self, count: int, at: datetime) -> None:
+        """Record that `count` summary events were erased, with the counters as this conversation,
+        replayed without them, has them (`SummariesWithdrawn`)."""
+        self._emit(
+            self.SummariesWithdrawn,
+            at,
+            count=count,
+            rolling_versions=self.rolling_versions,
+            rolled_turns=self.open["rolled_turns"] if self.open is not None else None,
+            unsummarized=list(self.unsummarized),
+            spine_version=self.spine_version,
+            spine_upto=self.spine_upto,
+            rejections=self.rejections,
+            refused=dict(self.refused),
         )

@@ -38,6 +38,11 @@ class ErasedContent:
         self.timestamp: datetime | None = None
 
     def mutate(self, aggregate: Any) -> Any:
+        if aggregate is not None and self.erased_topic in getattr(type(aggregate), "ERASABLE_TOPICS", ()):
+            # An event its aggregate can lose (a conversation's summary under a key of its own, ADR
+            # 0093): the aggregate goes on as if it had not happened, at its version.
+            aggregate.version = self.originator_version
+            return aggregate
         raise ContentErased(
             f"{self.originator_id} was erased: its key was destroyed "
             "(its being, its user or the item itself was forgotten)"

@@ -15,8 +15,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engram.domain.conversation import ROLLING_EVERY, SPINE_EVERY, Conversation, SummaryKind
-from engram.domain.message import Message, journal_text
+from engram.domain.conversation import (
+    LAST_USER_MESSAGE_CHARS,
+    ROLLING_EVERY,
+    SPINE_EVERY,
+    Conversation,
+    SummaryKind,
+)
+from engram.domain.message import Message, Role, clean_message_text, journal_text
 from engram.projections.engine import Batch, Projection, handles
 from engram.projections.notes import utc_text
 from engram.projections.tables import Index, TableSpec
@@ -149,6 +155,7 @@ class ConversationsView(Projection):
 
     def prefetch(self, batch: Batch, events: Any) -> None:
         ids = {str(e.originator_id) for e in events if isinstance(e, Conversation.Event)}
+        ids |= {str(e.conversation_id) for e in events if isinstance(e, Message.Received)}
         batch.conversations.prefetch(batch.conn, list(ids))
         sessions = {str(e.session_id) for e in events if getattr(e, "session_id", None) is not None}
         batch.sessions.prefetch(batch.conn, list(sessions))
@@ -231,6 +238,14 @@ class ConversationsView(Projection):
                 "position": batch.position,
             }
         )
+        if e.role == Role.USER.value:
+            # From the message's own event (sealed under its key), not from the conversation's
+            # (ADR 0093): once the message is forgotten, a rebuild takes the user's previous message.
+            # Its conversation's events come before it in the save (`MessageCommands.take`).
+            row = batch.conversations.get(batch.conn, str(e.conversation_id))
+            if row is not None:
+                row.update(last_user_message=clean_message_text(e.text)[:LAST_USER_MESSAGE_CHARS])
+                batch.conversations.put(row)
 
     @handles(Conversation.Started)
     def _started(self, batch: Batch, e: Conversation.Started) -> None:
@@ -305,8 +320,6 @@ class ConversationsView(Projection):
         changes: dict[str, Any] = {"message_count": row["message_count"] + 1}
         if row["last_interaction"] is None or at > row["last_interaction"]:
             changes["last_interaction"] = at
-        if e.excerpt is not None:
-            changes["last_user_message"] = e.excerpt
         if e.session_id is not None and str(e.session_id) == row["open_session_id"]:
             changes["open_turns"] = row["open_turns"] + 1
             changes["last_received"] = utc_text(e.timestamp)
@@ -390,6 +403,23 @@ class ConversationsView(Projection):
             method=e.method,
             upto=e.upto_count,
         )
+
+    @handles(Conversation.SummariesWithdrawn)
+    def _withdrawn(self, batch: Batch, e: Conversation.SummariesWithdrawn) -> None:
+        # The counters as the conversation has them without the erased summaries (ADR 0093); their
+        # rows and the sessions' summaries go with the rebuild `forget message` runs.
+        row = self._conversation(batch, e)
+        refused = {f"{kind}_refused_at": e.refused.get(kind) for kind in ("rolling", "session", "spine")}
+        changes: dict[str, Any] = {
+            "spine_version": e.spine_version,
+            "spine_upto": e.spine_upto,
+            "unsummarized": len(e.unsummarized),
+            "rejections": e.rejections,
+            **refused,
+        }
+        if e.rolled_turns is not None and row["open_session_id"] is not None:
+            changes["rolled_turns"] = e.rolled_turns
+        self._put_conversation(batch, e, row, **changes)
 
     @handles(Conversation.SummaryRejected)
     def _rejected(self, batch: Batch, e: Conversation.SummaryRejected) -> None:

@@ -224,12 +224,16 @@ class ConversationSummaries:
     ) -> None:
         reads = self.reads()
         messages = reads.session_messages(being_id, session_id, limit=MAX_SESSION_MESSAGES)
-        upto = min(len(messages), int(row["open_turns"]))
-        rolled = int(row["rolled_turns"])
+        by_number = sorted(messages, key=lambda m: m["number"])
+        turns, rolled = int(row["open_turns"]), int(row["rolled_turns"])
+        # The view holds the conversation's latest message: fewer messages than turns are forgotten
+        # ones (ADR 0093), whose summary is due again now; else the view may not have them all yet.
+        caught_up = bool(by_number) and int(by_number[-1]["number"]) == int(row["message_count"])
+        upto = turns if caught_up else min(len(messages), turns)
         if upto - rolled < ROLLING_EVERY:
             return  # the view has not seen the messages yet
-        by_number = sorted(messages, key=lambda m: m["number"])
-        new = by_number[rolled:upto]
+        forgotten = turns - len(messages) if caught_up else 0
+        new = by_number[max(0, rolled - forgotten) : upto]
         session = reads.session(being_id, session_id)
         previous = session["rolling_text"] if session is not None else None
         outcome = self.writer.rolling(previous, by_number[:upto], new, being, user)

@@ -10,13 +10,14 @@ journals without them, and appends an `Erased` receipt.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from uuid import UUID, uuid5
 
 import structlog
 
 from engram.domain.base import BeingScopedAggregate
+from engram.domain.conversation import Conversation
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
@@ -27,8 +28,9 @@ from engram.services.beings import parse_uuid, resolve_being
 from engram.services.conversation_epochs import subject_epoch
 from engram.services.erasure import Forgetting, Forgotten
 from engram.services.erasure_item_purge import purge_items
-from engram.services.errors import Conflict, NotFound, ServiceError
+from engram.services.errors import Conflict, NotFound, ServiceError, WriteRaced
 from engram.services.journal_markdown import journal_folder
+from engram.services.message_quotes import message_quotes
 
 log = structlog.get_logger(__name__)
 
@@ -104,7 +106,47 @@ class ItemForgetting:
             )
         self.f.storage.recover_tags(owner)  # tags a power cut lost (ADR 0075): found from the log
         key_ids = [item_id, *[k for k in self.f.keys.owned_keys(owner, item_id=item_id) if k != item_id]]
-        return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
+        if not isinstance(item, Message):
+            return self._erase(kind, str(item_id), owner, key_ids, receipt_id, by, progress)
+        # What its conversation quotes of it: the summaries covering it, each under its own key (ADR
+        # 0093). The conversation's snapshots go (they counted those summaries) and its rows are
+        # recomputed in place: its last user message and the summaries' due work as a rebuild gives them.
+        quotes = message_quotes(self.f.store.events(item.conversation_id), item)
+        if quotes.legacy:
+            raise Conflict(
+                f"message {item_id}'s words are also in {quotes.legacy} event(s) of its conversation "
+                "written before summaries had keys of their own (its excerpt or a summary, sealed with "
+                "the conversation's key): they cannot be erased alone (forget the user), so nothing "
+                "was erased"
+            )
+        key_ids += [k for k in quotes.summary_keys if k not in key_ids]
+        return self._erase(
+            kind,
+            str(item_id),
+            owner,
+            key_ids,
+            receipt_id,
+            by,
+            progress,
+            snapshots_of=[quotes.conversation_id],
+            conversations=[quotes.conversation_id],
+            then=lambda: self._withdraw(owner, quotes.conversation_id, len(quotes.summary_keys)),
+        )
+
+    def _withdraw(self, being_id: UUID, conversation_id: UUID, count: int) -> None:
+        """Once the summaries' keys are gone, record the conversation's counters without them, so that
+        another process holding it from before reads it as a replay does (ADR 0093)."""
+        if not count:
+            return
+        for _ in range(5):  # a message taken meanwhile moves the conversation: load it again
+            conversation = self.f.store.get(Conversation, conversation_id, being_id=being_id)
+            conversation.withdraw_summaries(count, self.f.clock.now())
+            try:
+                self.f.store.save(conversation)
+                return
+            except WriteRaced:
+                continue
+        raise Conflict("the conversation kept changing while its summaries were withdrawn: run forget again")
 
     def forget_subject(
         self, being_ref: str, user: str, *, by: str, progress: Progress | None = None
@@ -164,7 +206,13 @@ class ItemForgetting:
         progress: Progress | None,
         *,
         label: str | None = None,
+        snapshots_of: Sequence[UUID] = (),
+        conversations: Sequence[UUID] = (),
+        then: Callable[[], None] | None = None,
     ) -> Forgotten:
+        """`snapshots_of`: aggregates whose snapshots go too (they hold state the erased events
+        made); `conversations`: recomputed in place after the purge (a forgotten message's);
+        `then`: run once the keys are destroyed and the caches dropped, before the purge."""
         f = self.f
         counts = {"keys": len(key_ids), "events": f.storage.sealed_under(set(key_ids))}
         being = resolve_being(f.store, str(being_id))
@@ -173,8 +221,10 @@ class ItemForgetting:
         for key_id in key_ids:
             f.storage.forget_cipher(key_id)
         f.store.cache.clear()
-        counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in key_ids)
-        counts.update(purge_items(f, being_id, key_ids, progress))
+        counts["snapshots"] = sum(f.storage.drop_sealed_snapshots(k) for k in [*key_ids, *snapshots_of])
+        if then is not None:
+            then()
+        counts.update(purge_items(f, being_id, key_ids, progress, conversations=conversations))
         # The journals mix the being's days and users: rewritten whole from the purged views.
         counts["journal_files"] = f.journals.remove(folder)
         if counts["journal_files"]:

@@ -11,6 +11,8 @@ every event it writes without a lookup.
   conversation (`user`: its sessions, excerpts and summaries). Item keys carry the subject as a tag;
   a conversation's events are sealed under its own key (key id = the conversation id, itself derived
   from being and user), tagged with the subject. Forgetting the subject destroys every key so tagged.
+  A conversation's summary (rolling, session, spine; ADR 0093) is sealed under a key of its own
+  (`summary_key`), tagged with the conversation as its item.
 - Everything else of a being stays under the being's key (ADR 0073). Every key is tagged with its
   being, so that forgetting the being destroys them all.
 """
@@ -74,6 +76,11 @@ def choose_key(
     if aggregate in ITEM_KINDS:
         return KeyChoice(originator_id, being_id, subject, originator_id)
     if aggregate == "engram.Conversation":
+        # A summary (v2) has a key of its own, tagged with its conversation (forgetting the user
+        # takes it) and destroyed by forgetting a message it covers (ADR 0093).
+        summary_key = event_state.get("summary_key")
+        if isinstance(summary_key, UUID):
+            return KeyChoice(summary_key, being_id, None, originator_id)
         return KeyChoice(originator_id, being_id, subject, None)
     quoted_field = _QUOTING.get(aggregate)
     if quoted_field is not None:

@@ -134,13 +134,22 @@ def _packed(groups: list[npt.NDArray[np.int64]], body: int) -> list[list[int]]:
 
 
 def fallback_cluster_name(nodes: Sequence[Mapping[str, Any]]) -> str:
-    """ADR 0007: the most common theme (ties: alphabetical), else the first words of the earliest action."""
-    themes = Counter(t.strip().lower() for n in nodes for t in n.get("themes", []) if t.strip())
-    if themes:
-        best: str = min(themes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+    """ADR 0007 as ADR 0093 amends it: the most common theme that at least two members share (ties:
+    alphabetical), else a neutral name. Never the words of one member: the name is the being's text
+    (under its key, ADR 0076), so forgetting that member's note would leave them readable. (It was
+    the first four words of the earliest member's action.)"""
+    themes = Counter(t for n in nodes for t in {t.strip().lower() for t in n.get("themes", []) if t.strip()})
+    shared = [(-count, theme) for theme, count in themes.items() if count >= 2]
+    if shared:
+        best: str = min(shared)[1]
         return best[:1].upper() + best[1:]
-    words = re.findall(r"\w+", str(nodes[0].get("action", "")) if nodes else "")
-    return " ".join(words[:4]).capitalize() or "Untitled topic"
+    return neutral_cluster_name(nodes)
+
+
+def neutral_cluster_name(nodes: Sequence[Mapping[str, Any]]) -> str:
+    """A name that quotes no member: the day of the earliest member's creation."""
+    days = sorted(str(n["created_at"])[:10] for n in nodes if n.get("created_at"))
+    return f"Memories from {days[0]}" if days else "Untitled topic"
 
 
 # A small, fixed vocabulary: the fallback must be explainable and stable, not clever (ADR 0007).

@@ -9,6 +9,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
+from engram.domain.conversation import Conversation
 from engram.domain.erasure import ErasedContent, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import conversation_id_for
@@ -284,3 +285,143 @@ def test_the_cli_forgets_an_item_and_a_subject(tmp_path: Path, monkeypatch: pyte
     assert runner.invoke(cli, ["forget", "subject", "Aria", "--user", "nobody", "--yes"]).exit_code == 3
     assert _files_with(tmp_path / "data", CANARY.encode()) == []
     assert _files_with(tmp_path / "data", USER_CANARY.encode()) == []
+
+
+MESSAGE_CANARY = "zqxlastmsgcanaryk"
+
+
+def _summary_texts(engram: Engram, being_id: UUID, user: str) -> dict[str, list[str]]:
+    """Each summary kind's contents for `user`'s conversation, as the view holds them."""
+    views = engram.views
+    db = views.dbs["conversations"]
+    with db.read() as conn:
+        tables = engine.read_tables(conn, db, views.projections["conversations"])
+        rows = conn.query(
+            f"SELECT kind, content FROM {tables['conversation_summaries']} "
+            "WHERE being_id = ? AND user_id = ? ORDER BY position",
+            [str(being_id), user],
+        )
+    out: dict[str, list[str]] = {"rolling": [], "session": [], "spine": []}
+    for r in rows:
+        if r["content"] is not None:
+            out[str(r["kind"])].append(str(r["content"]))
+    return out
+
+
+def test_forgetting_a_message_takes_its_excerpt_and_the_summaries_quoting_it(
+    make_settings: Callable[..., Settings], clock: SteppingClock, backend: str
+) -> None:
+    """ADR 0093: the canary is the conversation's last user message and is quoted by an extractive
+    rolling summary, session summary and spine; after `forget message` it is in no view, no file, no
+    dump; the last user message is the previous one, the summaries are due again and written again
+    from the remaining messages, and a rebuild gives the same rows."""
+    from tests.integration.test_erasure_purge import _snapshot
+    from tests.session_support import CHAT, chat
+
+    settings = make_settings()
+    engram = bootstrap(settings, clock=clock, ids=SeededIds())
+    try:
+        being_id = UUID(engram.beings.register("Aria").being_id)
+        more = [
+            ("user", "Tomas and I dug the garden beds for the tomatoes today."),
+            ("assistant", "The garden beds sound ready for the tomatoes."),
+            ("user", "The hospital gave me Saturday off for the garden."),
+            ("assistant", "A free Saturday in the garden with Tomas, lovely."),
+            ("user", "Tomas will bring the tomato seeds and the beans."),
+            ("assistant", "Tomatoes and beans from Tomas: a good garden start."),
+            ("user", f"I need to renew the garden {MESSAGE_CANARY} licence with Tomas at the hospital."),
+            ("assistant", "I'll remind you about that licence."),
+        ]
+        taken = chat(engram, "Aria", "lena", [*CHAT, *more], start=T0)
+        canary_id = taken[-2].message_id
+        chat(engram, "Aria", "olaf", [("user", "olaf needs to water the garden plants.")], prefix="o")
+        engram.views.ensure()
+        engram.summaries.run_due("Aria")  # the open session's rolling summary and the spine
+        engram.summaries.close_idle(clock.current + timedelta(hours=2))
+        engram.summaries.run_due("Aria")  # the closed session's summary
+        engram.views.catch_up_or_rebuild()
+        state = engram.sessions.list("Aria", user="lena").state
+        assert state is not None
+        assert state.last_user_message is not None and MESSAGE_CANARY in state.last_user_message
+        before = _summary_texts(engram, being_id, "lena")
+        assert before["rolling"] and before["session"] and before["spine"]
+        for kind in ("rolling", "session", "spine"):  # each kind quotes it: the test can fail
+            assert MESSAGE_CANARY in before[kind][-1], kind
+        engram.journals.refresh("Aria")
+        found = _files_with(settings.data_dir, MESSAGE_CANARY.encode())
+        assert any("journal" in str(f) or f.endswith(".md") for f in map(str, found)), found
+        if backend == "postgres":
+            assert MESSAGE_CANARY.encode() in _pg_dump(settings).lower()
+
+        conversation_id = UUID(taken[0].conversation_id)
+        stale = engram.store.get(Conversation, conversation_id)  # as another process may hold it
+        assert not stale.sessions_due and not stale.spine_due
+        done = engram.item_forgetting.forget_item("message", canary_id, by="admin")
+        # the message and the three summaries covering it (the rolling, the session's, the spine)
+        assert done.counts["keys"] == 4 and done.counts["events"] == 4, done.counts
+        for e in engram.store.events(conversation_id):  # what that process reads next
+            if e.originator_version > stale.version:
+                stale = e.mutate(stale)
+        fresh = engram.store.get(Conversation, conversation_id)
+        assert stale.sessions_due and stale.spine_due and fresh.version == stale.version
+        counters = ("unsummarized", "spine_upto", "spine_version", "rolling_versions", "refused")
+        assert [getattr(stale, n) for n in counters] == [getattr(fresh, n) for n in counters]
+        engram.views.catch_up_or_rebuild()
+        recomputed = _snapshot(engram)  # the conversation's rows recomputed in place (ADR 0093)
+        engram.views.rebuild_all()
+        assert [t for t, rows in _snapshot(engram).items() if recomputed[t] != rows] == []
+        state = engram.sessions.list("Aria", user="lena").state
+        assert state is not None
+        assert state.last_user_message == "Tomas will bring the tomato seeds and the beans."
+        after = _summary_texts(engram, being_id, "lena")
+        assert MESSAGE_CANARY not in str(after) and after["rolling"] == before["rolling"][:-1]
+        assert after["session"] == [] and after["spine"] == []
+        assert state.message_count == 20  # the conversation still counts that a message was heard
+        again = engram.summaries.run_due("Aria")  # due again: written from the remaining messages
+        assert (again.sessions, again.spines) == (1, 1)
+        engram.views.catch_up_or_rebuild()
+        rewritten = _summary_texts(engram, being_id, "lena")
+        assert len(rewritten["session"]) == len(rewritten["spine"]) == 1
+        assert MESSAGE_CANARY not in str(rewritten) and "Tomas" in rewritten["session"][0]
+        purged = _snapshot(engram)
+        engram.views.rebuild_all()
+        rebuilt = _snapshot(engram)
+        assert [t for t in rebuilt if purged[t] != rebuilt[t]] == []  # table by table, row by row
+        assert MESSAGE_CANARY not in str(rebuilt)
+        engram.journals.refresh("Aria")
+    finally:
+        engram.close()
+    assert _files_with(settings.data_dir, MESSAGE_CANARY.encode()) == []
+    assert _files_with(settings.data_dir, b"olaf needs to water")  # the other user's words are kept
+    if backend == "postgres":
+        dump = _pg_dump(settings)
+        assert b"CREATE TABLE" in dump and MESSAGE_CANARY.encode() not in dump.lower()
+
+
+def test_an_open_sessions_rolling_summary_is_written_again_at_once_without_the_forgotten_message(
+    engram: Engram,
+) -> None:
+    from tests.session_support import CHAT, chat
+
+    being_id = UUID(engram.beings.register("Aria").being_id)
+    lines = [
+        *CHAT[:2],
+        ("user", f"Hospital night shifts, Tomas, garden: {MESSAGE_CANARY} hospital garden."),
+        CHAT[3],
+    ]
+    taken = chat(engram, "Aria", "lena", lines)  # one open session of 4 turns
+    engram.views.ensure()
+    assert engram.summaries.run_due("Aria").rolling == 1
+    engram.views.catch_up_or_rebuild()
+    [before] = _summary_texts(engram, being_id, "lena")["rolling"]
+    assert MESSAGE_CANARY in before
+    engram.item_forgetting.forget_item("message", taken[2].message_id, by="admin")
+    engram.views.catch_up_or_rebuild()
+    assert _summary_texts(engram, being_id, "lena")["rolling"] == []
+    again = engram.summaries.run_due("Aria")  # due again, and written at once: the view is caught up
+    assert again.rolling == 1
+    engram.views.catch_up_or_rebuild()
+    [after] = _summary_texts(engram, being_id, "lena")["rolling"]
+    assert MESSAGE_CANARY not in after and after
+    session = engram.sessions.list("Aria", user="lena").sessions[0]
+    assert session.turns == 4  # 3 messages left of 4 heard: written again without waiting for a 4th

@@ -8,7 +8,7 @@ from uuid import UUID, uuid4
 
 import pytest
 
-from engram.domain.conversation import DEFAULT_SESSION_GAP, LAST_USER_MESSAGE_CHARS, Conversation
+from engram.domain.conversation import DEFAULT_SESSION_GAP, Conversation
 from engram.domain.errors import InvalidInput
 from engram.domain.ids import conversation_id_for, session_id_for
 
@@ -69,15 +69,17 @@ def test_a_late_message_after_the_session_closed_joins_none_and_opens_none() -> 
     assert _hear(c, 10) == session_id_for(c.id, 2)  # a newer one opens the next session
 
 
-def test_session_state_counts_messages_and_keeps_the_last_user_message_truncated() -> None:
+def test_session_state_counts_messages_and_its_events_quote_no_message() -> None:
     c = _conversation()
     long = "word " * 100
     _hear(c, 0, "  Hello,\n\n  Aria!  ")
     _hear(c, 1, "I am the answer", role="assistant")
-    assert c.last_user_message == "Hello, Aria!"  # the assistant's answer is not the user's message
     _hear(c, 2, long)
-    assert c.last_user_message is not None and len(c.last_user_message) == LAST_USER_MESSAGE_CHARS
-    assert c.last_user_message == " ".join(long.split())[:LAST_USER_MESSAGE_CHARS]
+    # The last user message is the view's, from the message's own event (ADR 0093): a `Heard`
+    # carries no text, so forgetting a message leaves none of it under the conversation's key.
+    heard = [e for e in c.collect_events() if isinstance(e, Conversation.Heard)]
+    assert len(heard) == 3 and not any("Hello" in str(vars(e)) or "word" in str(vars(e)) for e in heard)
+    assert not hasattr(c, "last_user_message")
     _hear(c, 40)  # session 2
     assert c.message_count == 4  # over all sessions
     assert c.open is not None and c.open["turns"] == 1  # the open session's turns

@@ -38,6 +38,9 @@ BEING, ITEM, NOTE = uuid4(), uuid4(), uuid4()
         ("engram.MemoryNode.Created", {"source_note_id": NOTE}, KeyChoice(ITEM, BEING, None, NOTE)),
         ("engram.MemoryNode.Pinned", {}, KeyChoice(ITEM, BEING, None, None)),
         ("engram.Extraction.Opened", {"message_id": NOTE}, KeyChoice(NOTE, BEING, None, NOTE)),
+        # a summary (v2) under a key of its own, tagged with its conversation (ADR 0093); v1: the conversation's
+        ("engram.Conversation.RollingSummarized", {"summary_key": NOTE}, KeyChoice(NOTE, BEING, None, ITEM)),
+        ("engram.Conversation.SpineWritten", {"summary_key": None}, KeyChoice(ITEM, BEING, None, None)),
         ("engram.Being.ThinkWritten", {"text": "t"}, KeyChoice(BEING, BEING)),
         ("engram.ExtractionCursor.Skipped", {}, KeyChoice(BEING, BEING)),
         (
