@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 
+def unreadable(events: int) -> str:
+    """What a forget tells of the events it erased, in words."""
+    return f"{events} event{'' if events == 1 else 's'} can no longer be read"
+
+
 class Forgotten(BaseModel):
     """What `forget` did."""
 
@@ -145,5 +150,5 @@ class Forgetting:
             erasure_id=receipt.id,
             position=position,
             counts=counts,
-            message=f"being {ref!r} forgotten: {counts['events']} events can no longer be read",
+            message=f"being {ref!r} forgotten: {unreadable(counts['events'])}",
         )

@@ -21,12 +21,12 @@ from engram.domain.conversation import Conversation
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
-from engram.domain.ids import conversation_id_for, subject_erasure_id
+from engram.domain.ids import conversation_id_for, message_id_for_key, note_id_for_key, subject_erasure_id
 from engram.domain.message import Message
 from engram.domain.note import Note
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.conversation_epochs import subject_epoch
-from engram.services.erasure import Forgetting, Forgotten
+from engram.services.erasure import Forgetting, Forgotten, unreadable
 from engram.services.erasure_item_purge import purge_items
 from engram.services.errors import Conflict, NotFound, ServiceError, WriteRaced
 from engram.services.journal_markdown import journal_folder
@@ -35,6 +35,8 @@ from engram.services.message_quotes import message_quotes
 log = structlog.get_logger(__name__)
 
 ITEM_TYPES: dict[str, type[BeingScopedAggregate]] = {"note": Note, "message": Message, "fact": Fact}
+CALLERS_IDS: dict[str, Callable[[UUID, str], UUID]] = {"note": note_id_for_key, "message": message_id_for_key}
+"""The kinds a caller names by an id of its own (ADR 0052's message id, a note's idempotency key)."""
 Progress = Callable[[str, int, int], None]
 
 
@@ -53,6 +55,23 @@ class ItemForgetting:
         self.f = forgetting
         self.refresh_journals = refresh_journals
 
+    def _item_id(self, kind: str, ref: str, being: UUID | None) -> UUID:
+        """The item `ref` names: Engram's id, or (with the being known) the caller's own id — a
+        message's `id`, a note's idempotency key — as the intake turned it into one. Engram's id
+        wins when it names an item (erased or not)."""
+        as_id = parse_uuid(ref)
+        from_key = CALLERS_IDS.get(kind)
+        if being is None or from_key is None:
+            if as_id is None:
+                hint = " or, with its being named, your own id for it" if from_key is not None else ""
+                raise InvalidInput(f"{ref!r} is not a {kind} id (a UUID{hint})", field="id")
+            return as_id
+        if as_id is not None and (
+            self.f.storage.keys_of(as_id) or self.f.store.find(Erasure, item_erasure_id(as_id)) is not None
+        ):
+            return as_id
+        return from_key(being, ref)
+
     def forget_item(
         self,
         kind: str,
@@ -62,13 +81,12 @@ class ItemForgetting:
         being: UUID | None = None,
         progress: Progress | None = None,
     ) -> Forgotten:
-        """Forget one note, message or fact. `being`: the caller may only forget that being's items."""
+        """Forget one note, message or fact. `ref`: its id, or, with `being` given, the caller's own id
+        for a note or a message. `being`: the caller may only forget that being's items."""
         cls = ITEM_TYPES.get(kind)
         if cls is None:
             raise InvalidInput(f"cannot forget a {kind!r}: forget a note, a message or a fact", field="kind")
-        item_id = parse_uuid(ref)
-        if item_id is None:
-            raise InvalidInput(f"{ref!r} is not a {kind} id (a UUID)", field="id")
+        item_id = self._item_id(kind, ref, being)
         receipt_id = item_erasure_id(item_id)
         receipt = self.f.store.find(Erasure, receipt_id)
         if receipt is not None:
@@ -83,7 +101,7 @@ class ItemForgetting:
             )
         keys = self.f.storage.keys_of(item_id)
         if not keys:
-            raise NotFound(f"no {kind} {item_id}")
+            raise NotFound(f"no {kind} {ref}")
         if self.f.keys.is_destroyed(item_id):
             # Erased with its user or its being (their receipts say so): nothing is left to erase.
             raise NotFound(f"{kind} {item_id} was forgotten with its user or its being")
@@ -92,7 +110,7 @@ class ItemForgetting:
         except ContentErased:
             raise NotFound(f"{kind} {item_id} was forgotten") from None
         if item is None or type(item) is not cls:
-            raise NotFound(f"no {kind} {item_id}")
+            raise NotFound(f"no {kind} {ref}")
         owner = UUID(str(item.being_id))
         if being is not None and owner != being:
             raise NotYours(f"{kind} {item_id} is not this being's")
@@ -241,5 +259,5 @@ class ItemForgetting:
             erasure_id=receipt.id,
             position=position,
             counts=counts,
-            message=f"{what} forgotten: {counts['events']} events can no longer be read",
+            message=f"{what} forgotten: {unreadable(counts['events'])}",
         )

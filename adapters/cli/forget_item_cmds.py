@@ -11,6 +11,7 @@ import click
 
 from engram.adapters.cli.forget_cmds import _confirmed, report
 from engram.adapters.cli.output import EXIT_CONFLICT, fail_text
+from engram.services.beings import resolve_being
 
 
 def _progress(as_json: bool) -> Callable[[str, int, int], None]:
@@ -45,14 +46,32 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         _item_command(forget, command, kind)
 
 
+OWN_IDS = {"note": "the idempotency key you gave it", "message": "the --id you gave it"}
+
+
 def _item_command(forget: click.Group, command: Callable[[Any], Any], kind: str) -> None:
-    @forget.command(kind, help=f"Erase one {kind} (its key is destroyed) and what was made from it.")
+    own = OWN_IDS.get(kind)
+    about = f" ID: its id, or, with --being, {own}." if own else " ID: its id."
+
+    @forget.command(kind, help=f"Erase one {kind} (its key is destroyed) and what was made from it.{about}")
     @click.argument("item_id", metavar="ID")
+    @click.option(
+        "--being",
+        "being_ref",
+        default=None,
+        help="The being whose item it is: only its items are forgotten"
+        + (f", and ID may be {own}." if own else "."),
+    )
     @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
     @click.option("--by", default="cli", show_default=True, help="Who erases, for the receipt.")
     @command
-    def forget_item(ctx: Any, item_id: str, yes: bool, by: str, *, as_json: bool) -> None:
+    def forget_item(
+        ctx: Any, item_id: str, being_ref: str | None, yes: bool, by: str, *, as_json: bool
+    ) -> None:
+        being = resolve_being(ctx.engram.store, being_ref).id if being_ref is not None else None
         if not _confirmed(f"Erase {kind} {item_id}, for good?", yes):
             fail_text("nothing erased", EXIT_CONFLICT)
-        done = ctx.engram.item_forgetting.forget_item(kind, item_id, by=by, progress=_progress(as_json))
+        done = ctx.engram.item_forgetting.forget_item(
+            kind, item_id, by=by, being=being, progress=_progress(as_json)
+        )
         report(done, as_json)

@@ -58,7 +58,8 @@ def forget_item(
     caller: Caller,
 ) -> Forgotten:
     """Erase one note, message or fact of the being: its key is destroyed (and the keys of what was made
-    from it), its views purged, an `Erased` receipt appended. Again: `already: true`."""
+    from it), its views purged, an `Erased` receipt appended. Again: `already: true`. `item_id`: the
+    item's id, or the caller's own id for a note (its idempotency key) or a message (its `id`)."""
     try:
         return engram.item_forgetting.forget_item(kind, item_id, by=_by(caller), being=being.id)
     except NotYours as exc:

@@ -24,7 +24,13 @@ def add_forget_tools(server: MCPServer[Any], session: EngramSession) -> None:
     )
     async def forget(
         kind: Annotated[Literal["note", "message", "fact"], Field(description="What the id names.")],
-        id: Annotated[str, Field(max_length=64, description="The note's, message's or fact's id.")],
+        id: Annotated[
+            str,
+            Field(
+                max_length=200,
+                description="The note's, message's or fact's id; for a note or a message, also the id you gave it.",
+            ),
+        ],
     ) -> CallToolResult:
         """Erase one of my notes, messages or facts for good: its key is destroyed, and what was made
         from it (a node, an extraction) goes with it. Forgetting it again says it already was."""

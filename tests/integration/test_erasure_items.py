@@ -237,6 +237,35 @@ def test_forget_message_and_fact_and_the_being_after(engram: Engram) -> None:
     assert engram.store.app.keys.owned_keys(engram.forgetting._being_id("Aria")) == []  # type: ignore[attr-defined]
 
 
+def test_an_item_is_named_by_the_callers_own_id_within_its_being(engram: Engram) -> None:
+    """A caller knows the id it gave a message and the idempotency key it gave a note; with the being
+    named, `forget` takes those, and only that being's item. Engram's own id still wins."""
+    ids = _plant(engram)
+    aria, bo = engram.forgetting._being_id("Aria"), engram.forgetting._being_id("Bo")
+    keyed = engram.notes.take(
+        "Aria", NoteInput(kind="todo", text=f"the {CANARY} plan", idempotency_key="k-1")
+    )
+    uuid_key = str(uuid4())  # a caller whose own message ids look like UUIDs
+    said = engram.messages.take("Aria", MessageInput(id=uuid_key, user="olaf", text="olaf again", at=T0))
+    with pytest.raises(InvalidInput, match="your own id"):  # no being: only Engram's ids
+        engram.item_forgetting.forget_item("message", "m1", by="admin")
+    with pytest.raises(NotFound, match="no message"):  # another being has no message m1
+        engram.item_forgetting.forget_item("message", "m1", by="token", being=bo)
+    with pytest.raises(InvalidInput, match="not a fact id"):  # facts have no caller's id
+        engram.item_forgetting.forget_item("fact", "f1", by="admin", being=aria)
+    assert _erased_ids(engram) == set()
+    done = engram.item_forgetting.forget_item("message", "m1", by="token", being=aria)
+    assert done.scope == "message" and UUID(ids["message"]) in _erased_ids(engram)
+    assert engram.item_forgetting.forget_item("message", "m1", by="token", being=aria).already
+    assert engram.item_forgetting.forget_item("note", "k-1", by="token", being=aria).scope == "note"
+    assert UUID(keyed.note_id) in _erased_ids(engram)
+    engram.item_forgetting.forget_item("message", uuid_key, by="token", being=aria)
+    assert UUID(said.message_id) in _erased_ids(engram)
+    # Engram's id of another item, given with the being: that item, not a caller's id of that text.
+    engram.item_forgetting.forget_item("message", ids["other"], by="token", being=aria)
+    assert UUID(ids["other"]) in _erased_ids(engram)
+
+
 def test_the_keys_of_an_export_keep_their_tags(engram: Engram, tmp_path: Path) -> None:
     from engram.adapters.key_files import LocalKeyStore
 
@@ -280,6 +309,9 @@ def test_the_cli_forgets_an_item_and_a_subject(tmp_path: Path, monkeypatch: pyte
     assert done.exit_code == 0 and "forgotten" in done.output and "receipt" in done.output, done.output
     again = runner.invoke(cli, ["forget", "note", note_id, "--yes"])
     assert again.exit_code == 0 and "already forgotten" in again.output
+    by_own_id = runner.invoke(cli, ["forget", "message", "m1", "--being", "Aria", "--yes", "--json"])
+    assert by_own_id.exit_code == 0 and json.loads(by_own_id.output)["scope"] == "message", by_own_id.output
+    assert runner.invoke(cli, ["forget", "message", "m1", "--being", "Nobody", "--yes"]).exit_code == 3
     gone = runner.invoke(cli, ["forget", "subject", "Aria", "--user", "mina", "--yes", "--json"])
     assert gone.exit_code == 0 and json.loads(gone.output)["scope"] == "subject", gone.output
     assert runner.invoke(cli, ["forget", "subject", "Aria", "--user", "nobody", "--yes"]).exit_code == 3

@@ -925,7 +925,9 @@ def test_forget_an_item_and_a_subject_over_the_wire(world: World) -> None:
     done = _ok(ivy.post(f"/v1/beings/Ivy/forget/note/{mine}"))
     assert done["scope"] == "note" and done["already"] is False and done["counts"]["events"] >= 1
     assert _ok(ivy.post(f"/v1/beings/Ivy/forget/note/{mine}"))["already"] is True
-    _problem(ivy.post("/v1/beings/Ivy/forget/note/nonsense"), 422, "invalid_input")
+    # A note may be named by the caller's idempotency key: none is "nonsense". A fact has no such id.
+    _problem(ivy.post("/v1/beings/Ivy/forget/note/nonsense"), 404, "not_found")
+    _problem(ivy.post("/v1/beings/Ivy/forget/fact/nonsense"), 422, "invalid_input")
     line = {"id": "w1", "user": "zed", "text": "zed was here", "at": "2026-03-01T09:00:00Z"}
     _ok(ivy.post("/v1/beings/Ivy/messages", json=line), 201)
     assert ivy.post("/v1/admin/beings/Ivy/forget-subject", params={"user": "zed"}).status_code == 403
