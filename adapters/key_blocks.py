@@ -8,8 +8,11 @@ blobs of n × 16 bytes, subjects as a JSON array), written with the keys; a pool
 tags later, one row each in `block_tags`, written without waiting for the disk (ADR 0075).
 
 A destroyed key is **zeroed in place** (`secure_delete` is on): its row is rewritten with 32 zero
-bytes where the key was. Rows of the earlier layout (`key_slots`, one row per key) still read, are
-still forgotten and exported; imported keys go there (one row per slot, whatever its shape).
+bytes where the key was, and its key id goes to `destroyed_keys` in the same transaction (16 bytes,
+numbered: each process reads only the rows added since it last looked, instead of `keys.json`
+rewritten and re-read whole with one tombstone per item). Rows of the earlier layout (`key_slots`,
+one row per key) still read, are still forgotten and exported; imported keys go there (one row per
+slot, whatever its shape).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ CREATE TABLE IF NOT EXISTS key_blocks (
     subjects TEXT               -- a batch's subjects (JSON array of n)
 );
 CREATE INDEX IF NOT EXISTS key_blocks_being ON key_blocks (being_id);
+CREATE TABLE IF NOT EXISTS destroyed_keys (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,  -- every process reads the rows past the last it saw
+    key_id BLOB NOT NULL UNIQUE           -- 16 bytes: an item's or a subject's key, destroyed
+);
 CREATE TABLE IF NOT EXISTS block_tags (
     base TEXT NOT NULL,
     idx INTEGER NOT NULL,

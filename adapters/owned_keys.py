@@ -95,6 +95,9 @@ class OwnedKeys:
         # calls a key in a batch of 500, profiled).
         self._by_slot: dict[int, bytes] = {}
         self._by_key: dict[int, tuple[UUID, bytes]] = {}  # key id → (slot, key) to write with
+        # Destroyed item and subject keys (by their ids' `int`), read from `destroyed_keys` as they come.
+        self.destroyed: set[int] = set()
+        self._destroyed_seen = 0
         self._free: dict[UUID, list[tuple[UUID, bytes]]] = {}  # being → slots reserved, unused
         self._block: dict[UUID, int] = {}
         # The tags and the next blocks are written by a thread of their own (its own connection):
@@ -421,12 +424,32 @@ class OwnedKeys:
         for key_id in key_ids:
             self._by_key.pop(key_id.int, None)
 
+    def refresh_destroyed(self) -> None:
+        """Read the key ids destroyed (by any process) since this one last looked: a few rows, or none
+        (one lookup of the table's primary key)."""
+        if not self.path.exists():
+            return
+        with self._lock:
+            rows = (
+                self._db()
+                .execute(
+                    "SELECT n, key_id FROM destroyed_keys WHERE n > ? ORDER BY n", [self._destroyed_seen]
+                )
+                .fetchall()
+            )
+            if rows:
+                self.destroyed.update(int.from_bytes(r[1], "big") for r in rows)
+                self._destroyed_seen = rows[-1][0]
+
     def delete(self, key_ids: Iterable[UUID]) -> int:
-        """Destroy every slot of these key ids (a key id may have several: two processes, a lost tag):
-        zeroed in place in their blocks (ADR 0094), rows of the earlier layout deleted."""
+        """Destroy these key ids: each recorded in `destroyed_keys` (its tombstone), and every slot of
+        it (a key id may have several: two processes, a lost tag) zeroed in place in its block (ADR
+        0094), rows of the earlier layout deleted, in one transaction. Returns how many key ids were
+        not destroyed before."""
         self.flush()
-        names = [k.hex for k in key_ids]
-        if not names or not self.path.exists():
+        ids = list(dict.fromkeys(key_ids))
+        names = [k.hex for k in ids]
+        if not names:
             return 0
         with self._lock:
             db = self._db()
@@ -437,12 +460,18 @@ class OwnedKeys:
             ).fetchall()
             slots = [int(r[0], 16) for r in rows]
             slots += [base | i << blocks.RANK_SHIFT for base, idx in positions.items() for i in idx]
-            self._forget_cached(slots, [UUID(hex=n) for n in names])
+            self._forget_cached(slots, ids)
             with _transaction(db, durable=True):
-                zeroed = blocks.zero(db, positions)
+                before = db.total_changes
+                db.executemany(
+                    "INSERT OR IGNORE INTO destroyed_keys (key_id) VALUES (?)", [(k.bytes,) for k in ids]
+                )
+                fresh = db.total_changes - before
+                blocks.zero(db, positions)
                 db.execute("DELETE FROM key_slots WHERE key_id IN (SELECT value FROM json_each(?))", [wanted])
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            return zeroed + len(rows)
+            self.destroyed.update(k.int for k in ids)
+            return fresh
 
     def delete_being(self, being_id: UUID) -> int:
         """Delete every row of the being, reserved or used, tagged or not (`forget being`)."""
