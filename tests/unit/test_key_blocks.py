@@ -48,7 +48,9 @@ def test_a_batch_is_one_row_and_a_forgotten_key_is_zeroed_in_place_without_growi
     singles = [_take(store, being, 1)[0] for _ in range(3)]  # from the pool
     store.owned.flush()
     with sqlite3.connect(store.owned.path) as db:
-        rows = db.execute("SELECT length(keys), ids IS NOT NULL FROM key_blocks WHERE being_id = ?", [being.hex])
+        rows = db.execute(
+            "SELECT length(keys), ids IS NOT NULL FROM key_blocks WHERE being_id = ?", [being.hex]
+        )
         assert sorted(rows) == [(16 * 32, 0), (300 * 32, 1)]  # the pool's first block, the batch's
     keys_json = (tmp_path / "keys.json").read_bytes()
 
