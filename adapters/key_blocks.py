@@ -132,6 +132,83 @@ def entries(db: sqlite3.Connection, being_id: UUID) -> Iterator[Entry]:
         yield int(r[0], 16), bytes(r[1]), r[2], r[3], r[4]
 
 
+def tagged(db: sqlite3.Connection, being_id: UUID, subject: str | None, item: str | None) -> list[str]:
+    """The key ids (hex) of the being's live keys with this subject and/or of this item (its own key
+    or one quoting it), filtered by SQLite: only the blocks that hold a match are read in Python
+    (`forget subject` asks once per key of the subject)."""
+    found: dict[str, None] = {}
+    sql = (
+        "SELECT t.key_id FROM block_tags t JOIN key_blocks b ON b.base = t.base WHERE b.being_id = ? "
+        "AND substr(b.keys, t.idx * 32 + 1, 32) != zeroblob(32)"
+    )
+    params: list[object] = [being_id.hex]
+    if subject is not None:
+        sql += " AND t.subject = ?"
+        params.append(subject)
+    if item is not None:
+        sql += " AND (t.item_id = ? OR t.key_id = ?)"
+        params += [item, item]
+    found.update((r[0], None) for r in db.execute(sql, params))
+    if subject is not None:  # a batch's subjects: the indexes that match, per block
+        rows = db.execute(
+            "SELECT b.id, json_group_array(t.key) FROM key_blocks b, json_each(b.subjects) AS t "
+            "WHERE b.being_id = ? AND b.ids IS NOT NULL AND t.value = ? GROUP BY b.id",
+            [being_id.hex, subject],
+        ).fetchall()
+        wanted = {int(r[0]): json.loads(r[1]) for r in rows}
+    elif item is None:
+        return list(found)
+    else:
+        needle = bytes.fromhex(item)
+        rows = db.execute(
+            "SELECT id FROM key_blocks WHERE being_id = ? AND ids IS NOT NULL "
+            "AND (instr(ids, ?) > 0 OR instr(items, ?) > 0)",
+            [being_id.hex, needle, needle],
+        ).fetchall()
+        wanted = {int(r[0]): None for r in rows}
+    for block_id, indexes in wanted.items():
+        keys, ids, items = db.execute(
+            "SELECT keys, ids, items FROM key_blocks WHERE id = ?", [block_id]
+        ).fetchone()
+        n = len(keys) // KEY_BYTES
+        key_ids, item_ids = _ids(ids, n), _ids(items, n)
+        for i in indexes if indexes is not None else range(n):
+            key_id = key_ids[i]
+            if key_id is None or key_at(keys, i) is None:
+                continue
+            if item is None or item in (key_id, item_ids[i]):
+                found[key_id] = None
+    return list(found)
+
+
+def untagged(db: sqlite3.Connection, being_id: UUID) -> list[int]:
+    """The being's live slots without tags: in pool blocks (a batch's are tagged with their keys) and
+    in rows of the earlier layout."""
+    tags = {
+        (r[0], r[1])
+        for r in db.execute(
+            "SELECT t.base, t.idx FROM block_tags t JOIN key_blocks b ON b.base = t.base "
+            "WHERE b.being_id = ? AND b.ids IS NULL",
+            [being_id.hex],
+        )
+    }
+    out = []
+    for base_hex, keys in db.execute(
+        "SELECT base, keys FROM key_blocks WHERE being_id = ? AND ids IS NULL ORDER BY id", [being_id.hex]
+    ):
+        base = int(base_hex, 16)
+        for i in range(len(keys) // KEY_BYTES):
+            if (base_hex, i) not in tags and key_at(keys, i) is not None:
+                out.append(base | i << RANK_SHIFT)
+    out += [
+        int(r[0], 16)
+        for r in db.execute(
+            "SELECT slot FROM key_slots WHERE being_id = ? AND key_id IS NULL ORDER BY id", [being_id.hex]
+        )
+    ]
+    return out
+
+
 def positions_of(db: sqlite3.Connection, key_ids: list[str]) -> dict[int, list[int]]:
     """{base: [index]} of every block slot handed to one of these key ids (any being: one pass)."""
     wanted = json.dumps(key_ids)

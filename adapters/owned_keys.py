@@ -387,7 +387,11 @@ class OwnedKeys:
 
     def untagged(self, being_id: UUID) -> list[UUID]:
         """The being's slots with no key id: reserved and unused, or used with tags a power cut lost."""
-        return [UUID(int=e[0]) for e in self._entries(being_id) if e[2] is None]
+        self.flush()
+        if not self.path.exists():
+            return []
+        with self._lock:
+            return [UUID(int=slot) for slot in blocks.untagged(self._db(), being_id)]
 
     def tag(self, slot: UUID, key_id: UUID, subject: str | None, item_id: UUID | None) -> None:
         """Write back the tags of a used slot (recovered from the event it sealed)."""
@@ -408,15 +412,26 @@ class OwnedKeys:
 
     def ids_of(self, being_id: UUID, subject: str | None = None, item_id: UUID | None = None) -> list[UUID]:
         """The key ids of the being's live keys (with this subject, or of this item or quoting it)."""
+        if subject is None and item_id is None:
+            found = dict.fromkeys(e[2] for e in self._entries(being_id) if e[2] is not None)
+            return [UUID(hex=k) for k in found]
+        self.flush()
+        if not self.path.exists():
+            return []
         item = item_id.hex if item_id else None
-        found: dict[str, None] = {}
-        for _, _, key_id, key_subject, key_item in self._entries(being_id):
-            if key_id is None or (subject is not None and key_subject != subject):
-                continue
-            if item is not None and item not in (key_item, key_id):
-                continue
-            found[key_id] = None
-        return [UUID(hex=k) for k in found]
+        sql = "SELECT DISTINCT key_id FROM key_slots WHERE being_id = ? AND key_id IS NOT NULL"
+        params: list[str] = [being_id.hex]
+        if subject is not None:
+            sql += " AND subject = ?"
+            params.append(subject)
+        if item is not None:
+            sql += " AND (item_id = ? OR key_id = ?)"
+            params += [item, item]
+        with self._lock:
+            db = self._db()
+            names = dict.fromkeys(blocks.tagged(db, being_id, subject, item))
+            names.update((r[0], None) for r in db.execute(sql, params))
+        return [UUID(hex=k) for k in names]
 
     def _forget_cached(self, slots: Iterable[int], key_ids: Iterable[UUID]) -> None:
         for slot in slots:

@@ -22,8 +22,8 @@ AT = datetime(2026, 3, 1, tzinfo=UTC)
 Taken = tuple[UUID, UUID, bytes]  # key id, slot, key
 
 
-def _take(store: LocalKeyStore, being: UUID, n: int) -> list[Taken]:
-    wanted = [(uuid4(), being, "mina", None) for _ in range(n)]
+def _take(store: LocalKeyStore, being: UUID, n: int, item: UUID | None = None) -> list[Taken]:
+    wanted = [(uuid4(), being, "mina", item) for _ in range(n)]
     got = store.create_keys(wanted, [w[0] for w in wanted])
     store.settle()
     out = []
@@ -73,7 +73,15 @@ def test_a_batch_is_one_row_and_a_forgotten_key_is_zeroed_in_place_without_growi
         other.key_of_slot(gone[0][1], gone[0][0], being)
     owned = set(other.owned_keys(being, subject="mina"))
     assert {k for k, _, _ in kept} <= owned and not owned & {k for k, _, _ in gone}
-    store.close()
+    assert other.owned_keys(being, subject="someone else") == []
+    note = batch[5][0]
+    quoting = _take(store, being, 260, item=note)  # a batch of keys quoting one item
+    found = set(other.owned_keys(being, item_id=note))
+    assert found == {note, *(k for k, _, _ in quoting)}
+    assert set(other.owned_keys(being, subject="mina", item_id=note)) == found
+    assert len(other.untagged_slots(being)) == 16 - 3  # the pool slots `store` reserved, not used yet
+    store.close()  # its unused pool slots are zeroed: nothing is left untagged
+    assert other.untagged_slots(being) == []
     other.close()
 
 
