@@ -132,23 +132,29 @@ def entries(db: sqlite3.Connection, being_id: UUID) -> Iterator[Entry]:
         yield int(r[0], 16), bytes(r[1]), r[2], r[3], r[4]
 
 
+def tag_filter(prefix: str, subject: str | None, item: str | None) -> tuple[str, list[str]]:
+    """SQL conditions (and their values) on tag columns: this subject; this item's key or one quoting it."""
+    sql, params = "", []
+    if subject is not None:
+        sql += f" AND {prefix}subject = ?"
+        params.append(subject)
+    if item is not None:
+        sql += f" AND ({prefix}item_id = ? OR {prefix}key_id = ?)"
+        params += [item, item]
+    return sql, params
+
+
 def tagged(db: sqlite3.Connection, being_id: UUID, subject: str | None, item: str | None) -> list[str]:
     """The key ids (hex) of the being's live keys with this subject and/or of this item (its own key
     or one quoting it), filtered by SQLite: only the blocks that hold a match are read in Python
     (`forget subject` asks once per key of the subject)."""
     found: dict[str, None] = {}
+    where, params = tag_filter("t.", subject, item)
     sql = (
         "SELECT t.key_id FROM block_tags t JOIN key_blocks b ON b.base = t.base WHERE b.being_id = ? "
         "AND substr(b.keys, t.idx * 32 + 1, 32) != zeroblob(32)"
     )
-    params: list[object] = [being_id.hex]
-    if subject is not None:
-        sql += " AND t.subject = ?"
-        params.append(subject)
-    if item is not None:
-        sql += " AND (t.item_id = ? OR t.key_id = ?)"
-        params += [item, item]
-    found.update((r[0], None) for r in db.execute(sql, params))
+    found.update((r[0], None) for r in db.execute(sql + where, [being_id.hex, *params]))
     if subject is not None:  # a batch's subjects: the indexes that match, per block
         rows = db.execute(
             "SELECT b.id, json_group_array(t.key) FROM key_blocks b, json_each(b.subjects) AS t "

@@ -419,18 +419,12 @@ class OwnedKeys:
         if not self.path.exists():
             return []
         item = item_id.hex if item_id else None
-        sql = "SELECT DISTINCT key_id FROM key_slots WHERE being_id = ? AND key_id IS NOT NULL"
-        params: list[str] = [being_id.hex]
-        if subject is not None:
-            sql += " AND subject = ?"
-            params.append(subject)
-        if item is not None:
-            sql += " AND (item_id = ? OR key_id = ?)"
-            params += [item, item]
+        where, params = blocks.tag_filter("", subject, item)
+        sql = "SELECT DISTINCT key_id FROM key_slots WHERE being_id = ? AND key_id IS NOT NULL" + where  # noqa: S608 (fixed conditions, values as parameters)
         with self._lock:
             db = self._db()
             names = dict.fromkeys(blocks.tagged(db, being_id, subject, item))
-            names.update((r[0], None) for r in db.execute(sql, params))
+            names.update((r[0], None) for r in db.execute(sql, [being_id.hex, *params]))
         return [UUID(hex=k) for k in names]
 
     def _forget_cached(self, slots: Iterable[int], key_ids: Iterable[UUID]) -> None:
