@@ -150,11 +150,20 @@ def tagged(db: sqlite3.Connection, being_id: UUID, subject: str | None, item: st
     (`forget subject` asks once per key of the subject)."""
     found: dict[str, None] = {}
     where, params = tag_filter("t.", subject, item)
+    # The pool's tags first, their keys read only for the blocks that match (a condition on the keys'
+    # blob in SQL read a block's whole blob per tag row: 70 ms a call at 20k nodes).
     sql = (
-        "SELECT t.key_id FROM block_tags t JOIN key_blocks b ON b.base = t.base WHERE b.being_id = ? "
-        "AND substr(b.keys, t.idx * 32 + 1, 32) != zeroblob(32)"
+        "SELECT t.key_id, t.base, t.idx FROM block_tags t JOIN key_blocks b ON b.base = t.base "
+        "WHERE b.being_id = ?"
     )
-    found.update((r[0], None) for r in db.execute(sql + where, [being_id.hex, *params]))
+    matches = db.execute(sql + where, [being_id.hex, *params]).fetchall()
+    live: dict[str, bytes | None] = {}
+    for key_id, base_hex, idx in matches:
+        if base_hex not in live:
+            live[base_hex] = block_keys(db, int(base_hex, 16))
+        keys = live[base_hex]
+        if keys is not None and key_at(keys, int(idx)) is not None:
+            found[key_id] = None
     if subject is not None:  # a batch's subjects: the indexes that match, per block
         rows = db.execute(
             "SELECT b.id, json_group_array(t.key) FROM key_blocks b, json_each(b.subjects) AS t "

@@ -80,6 +80,7 @@ def test_a_batch_is_one_row_and_a_forgotten_key_is_zeroed_in_place_without_growi
     assert found == {note, *(k for k, _, _ in quoting)}
     assert set(other.owned_keys(being, subject="mina", item_id=note)) == found
     assert len(other.untagged_slots(being)) == 16 - 3  # the pool slots `store` reserved, not used yet
+    assert store.untagged_slots(being) == []  # ... which `store` knows it never handed out
     store.close()  # its unused pool slots are zeroed: nothing is left untagged
     assert other.untagged_slots(being) == []
     other.close()
