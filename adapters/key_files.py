@@ -50,6 +50,7 @@ class LocalKeyStore:
         self._check_permissions()
         if path.exists():
             self._load()
+        self.owned.refresh_destroyed()  # the item keys destroyed so far (ADR 0094)
 
     @classmethod
     def in_data_dir(cls, data_dir: Path) -> LocalKeyStore:
@@ -87,6 +88,7 @@ class LocalKeyStore:
     def _refresh(self) -> None:
         """Another process may have added or destroyed a key since: read the file again if it changed."""
         self._checked_at = time.monotonic()
+        self.owned.refresh_destroyed()  # item keys destroyed since (ADR 0094): the new rows only
         try:
             seen = _signature(self.path)
         except FileNotFoundError:
@@ -150,7 +152,7 @@ class LocalKeyStore:
         if key is None:
             with self._lock:
                 self._refresh()  # destroyed by another process a moment ago?
-            if self._keys.get(key_id.hex) == _DESTROYED or self._keys.get(being_id.hex) == _DESTROYED:
+            if self._dead(key_id) or self._dead(being_id):
                 raise KeyDestroyed(key_id.hex)
             raise KeyStoreError(
                 f"key store {self.owned.path} has no key slot {slot.hex}: is it the store of this log?"
@@ -164,7 +166,7 @@ class LocalKeyStore:
             with self._lock:
                 self._refresh()
                 value = self._keys.get(name)
-        if value == _DESTROYED:
+        if value == _DESTROYED or key_id.int in self.owned.destroyed:
             raise KeyDestroyed(name)
         if value is None:
             owned = self.owned.get(key_id)
@@ -184,19 +186,22 @@ class LocalKeyStore:
         return True
 
     def destroy_many(self, key_ids: list[UUID]) -> int:
-        """Destroy several keys at once (an item's, a subject's, a being's owned keys): the tombstones
-        first (no process writes under them again), then the owned rows and their bytes."""
+        """Destroy several keys at once (an item's, a subject's, a being's owned keys). A key of this
+        file (a being's) gets its tombstone here; an item's or a subject's key is zeroed in its block
+        and its tombstone is a row of the owned-key file, in one transaction (ADR 0094): `keys.json`,
+        which every process re-reads whole when it changes, no longer grows by one per item."""
         fresh = 0
         with self._exclusive():
-            for key_id in key_ids:
+            here = [k for k in key_ids if k.hex in self._keys]
+            for key_id in here:
                 if self._keys.get(key_id.hex) != _DESTROYED:
                     self._keys[key_id.hex] = _DESTROYED
                     self._tombstones = True
                     fresh += 1
             if fresh:
                 self._save()
-        self.owned.delete(key_ids)
-        return fresh
+        mine = set(here)
+        return fresh + self.owned.delete([k for k in key_ids if k not in mine])
 
     def close(self) -> None:
         """Give back this process's unused reserved item keys (ADR 0075)."""
@@ -208,7 +213,8 @@ class LocalKeyStore:
         if not wanted:
             return []
         self._recheck()
-        keys, checked = self._keys, self._tombstones
+        keys, destroyed = self._keys, self.owned.destroyed
+        checked = self._tombstones or bool(destroyed)
         dead: dict[int, bool] = {}  # per being (by its id's `int`, hashed in C), asked once per save
         live = []
         for w in wanted:
@@ -216,7 +222,10 @@ class LocalKeyStore:
             if being_dead is None:
                 being_dead = dead[w[1].int] = keys.get(w[1].hex) == _DESTROYED
             # The key id's `.hex` (Python, ~0.5 µs) only once a key was ever destroyed here.
-            live.append(not being_dead and not (checked and keys.get(w[0].hex) == _DESTROYED))
+            live.append(
+                not being_dead
+                and not (checked and (w[0].int in destroyed or keys.get(w[0].hex) == _DESTROYED))
+            )
         if all(live):
             return list(self.owned.create_many(wanted, new))
         taken = iter(self.owned.create_many([w for w, ok in zip(wanted, live, strict=True) if ok], new))
@@ -244,7 +253,11 @@ class LocalKeyStore:
 
     def is_destroyed(self, key_id: UUID) -> bool:
         self._recheck()
-        return self._keys.get(key_id.hex) == _DESTROYED
+        return self._dead(key_id)
+
+    def _dead(self, key_id: UUID) -> bool:
+        """Destroyed, as this process last saw the two files (see `_recheck`)."""
+        return key_id.int in self.owned.destroyed or self._keys.get(key_id.hex) == _DESTROYED
 
     def create(self) -> None:
         """Write the empty store (a deployment's first start), so that later starts know it exists."""
@@ -258,7 +271,7 @@ class LocalKeyStore:
         value = self._keys.get(key_id.hex)
         keys = {} if value is None or value == _DESTROYED else {key_id.hex: value}
         for slot, (key, owned_id, subject, item) in self.owned.export(key_id).items():
-            if owned_id is None or self._keys.get(owned_id) != _DESTROYED:
+            if owned_id is None or not self._dead(UUID(hex=owned_id)):
                 b64 = base64.b64encode(key).decode("ascii")
                 keys[slot] = f"{_OWNED_MARK}{subject or ''}:{item or ''}:{owned_id or ''}:{b64}"
         return keys
@@ -270,7 +283,7 @@ class LocalKeyStore:
             if name in plain:
                 continue
             subject, item, owned_id, b64 = value[len(_OWNED_MARK) :].rsplit(":", 3)
-            if owned_id and self._keys.get(UUID(hex=owned_id).hex) == _DESTROYED:
+            if owned_id and self._dead(UUID(hex=owned_id)):
                 continue
             owner = _owner_of(keys)
             key = base64.b64decode(b64, validate=True)

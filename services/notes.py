@@ -10,6 +10,7 @@ from engram.domain.errors import InvalidInput
 from engram.domain.ids import note_id_for_key
 from engram.domain.note import Lifecycle, Note, NoteKind, ParseStatus, check_note_refs
 from engram.services.beings import resolve_being_id
+from engram.services.collector_pause import collector_paused
 from engram.services.commands import LIFECYCLE_FIELDS, MAX_BATCH_NOTES, NoteInput, NotesTaken, NoteTaken
 from engram.services.errors import IdempotencyConflict, NotFound
 from engram.services.ports import Clock, IdFactory
@@ -128,7 +129,8 @@ class NoteCommands:
                 )
             return NotesTaken(notes=[r for r in results if r is not None], position=position)
 
-        return self.runner.run("take_notes", handle, being_id=being_id)
+        with collector_paused():  # its objects all live until the save: nothing to collect (ADR 0094)
+            return self.runner.run("take_notes", handle, being_id=being_id)
 
     def _existing(self, note_id: UUID, being_id: UUID) -> Note | None:
         try:

@@ -55,7 +55,8 @@ def test_tags_lost_to_a_power_cut_are_recovered_when_forgetting(
     # A power cut after the events reached the disk but before the tags did (synchronous=NORMAL):
     # every slot keeps its key and its being, and loses what it was handed to.
     with sqlite3.connect(_owned_file(settings)) as db:
-        lost = db.execute("UPDATE key_slots SET key_id = NULL, subject = NULL, item_id = NULL").rowcount
+        # A single note's key comes from the pool: its tags are rows of `block_tags` (ADR 0094).
+        lost = db.execute("DELETE FROM block_tags").rowcount
     assert lost > 0
     engram = bootstrap(settings, clock=clock, ids=SeededIds(1000))
     try:
@@ -113,8 +114,13 @@ def test_a_process_killed_with_reserved_keys_loses_none_and_hands_none_out_twice
         done = engram.forgetting.forget_being("Aria", by="admin")
         assert not done.already
         with sqlite3.connect(_owned_file(settings)) as db:
-            left = db.execute("SELECT count(*) FROM key_slots WHERE being_id = ?", [aria.hex]).fetchone()[0]
+            left = sum(
+                db.execute(f"SELECT count(*) FROM {table} WHERE being_id = ?", [aria.hex]).fetchone()[0]
+                for table in ("key_slots", "key_blocks")
+            )
+            tags = db.execute("SELECT count(*) FROM block_tags").fetchone()[0]
         assert left == 0  # used, reserved and orphaned keys alike
+        assert tags == 1  # Bo's note's: Aria's went with her blocks
         assert "bo's note" in _texts(engram) and "parent note" not in _texts(engram)
     finally:
         engram.close()

@@ -189,19 +189,19 @@ def test_a_batch_whose_keys_cannot_be_written_is_refused_and_its_keys_never_used
     mapper, _ = _mapper(tmp_path)
     being = uuid4()
     events = _batch(being, 300)
-    real = owned_keys._insert
+    real = owned_keys._Block.insert  # a block's one row (ADR 0094)
 
     def full_disk(*args: Any, **kwargs: Any) -> None:
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(owned_keys, "_insert", full_disk)
+    monkeypatch.setattr(owned_keys._Block, "insert", full_disk)
     mapper.prepare(events)
     *first, last = events
     for e in first:
         mapper.to_stored_event(e)
     with pytest.raises(sqlite3.OperationalError, match="disk is full"):
         mapper.to_stored_event(last)  # the last event of the batch waits for its keys: refused
-    monkeypatch.setattr(owned_keys, "_insert", real)
+    monkeypatch.setattr(owned_keys._Block, "insert", real)
     mapper.prepare(events)  # the retry takes keys again, written this time
     stored = [mapper.to_stored_event(e) for e in events]
     other = LocalKeyStore(tmp_path / "keys.json")
@@ -229,7 +229,7 @@ def test_another_process_finds_an_item_key_from_the_log_and_takes_no_second_key(
     store.close()
     other_store.close()  # their tags written
     rows = sqlite3.connect(tmp_path / "keys.owned.sqlite3").execute(
-        "SELECT count(*) FROM key_slots WHERE key_id = ?", [note.id.hex]
+        "SELECT count(*) FROM block_tags WHERE key_id = ?", [note.id.hex]
     )
     assert rows.fetchone()[0] == 1
     assert other.to_domain_event(again).text == "the secret"  # type: ignore[attr-defined]

@@ -165,3 +165,22 @@ def test_the_owned_key_file_opens_when_another_process_holds_it_while_turning_it
     slot, key = keys.slot_for_writing(uuid4(), being, None, None)
     assert len(refused) == 2 and keys.key_of_slot(slot) == key
     keys.close()
+
+
+def test_the_mappers_ciphers_stay_bounded_and_every_event_still_opens(tmp_path: Path) -> None:
+    """One cipher per item key (ADR 0075), ~2.5 KB each: the mapper keeps at most `_MAX_CIPHERS`
+    (ADR 0094), and an event whose cipher was dropped is sealed and opened again from its key."""
+    from engram.adapters.eventstore import shredding
+
+    mapper, keys = _mapper(tmp_path)
+    being = uuid4()
+    notes = [Note.take(uuid4(), being, "todo", f"errand {i}", AT) for i in range(shredding._MAX_CIPHERS + 50)]
+    events = [e for note in notes for e in note.collect_events()]
+    mapper.prepare(events)
+    stored = [mapper.to_stored_event(e) for e in events]
+    assert len(mapper._ciphers) <= shredding._MAX_CIPHERS < len(notes)  # some were dropped
+    opened = [mapper.to_domain_event(s) for s in stored]
+    assert len(mapper._readers) <= shredding._MAX_CIPHERS
+    assert shredding._MAX_CIPHERS <= 4096  # ~10 MB of ciphers per direction at most
+    assert [o.text for o in opened] == [f"errand {i}" for i in range(len(notes))]  # type: ignore[attr-defined]
+    keys.close()
