@@ -41,6 +41,7 @@ from uuid import UUID, SafeUUID
 import structlog
 
 from engram.adapters import key_blocks as blocks
+from engram.adapters.storage_full import reported_as_storage_full
 
 log = structlog.get_logger(__name__)
 _KEY_BYTES = blocks.KEY_BYTES  # AES-256-GCM
@@ -121,17 +122,23 @@ class OwnedKeys:
         return self.path.exists()
 
     def _connect(self, *, durable: bool = False) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.path.exists():
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
-        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        _to_wal(conn)
-        conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
-        # NORMAL: tags (reservations on this connection ask for FULL themselves); FULL: the background
-        # thread's connection for blocks and batches, each one statement flushed as it commits.
-        conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
-        return conn
+        # On a full disk, creating the file or turning it to WAL fails: the user is told this file.
+        with reported_as_storage_full(self.path):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            try:
+                _to_wal(conn)
+                conn.execute("PRAGMA secure_delete=ON")  # a destroyed key's bytes are zeroed in the file
+                # NORMAL: tags (reservations on this connection ask for FULL themselves); FULL: the
+                # background thread's connection for blocks and batches, each statement flushed as it commits.
+                conn.execute("PRAGMA synchronous=FULL" if durable else "PRAGMA synchronous=NORMAL")
+                conn.executescript(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
+            return conn
 
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:

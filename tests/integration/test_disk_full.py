@@ -162,16 +162,18 @@ def test_a_full_disk_refuses_a_command_cleanly_and_the_same_command_succeeds_aft
 
         with pytest.raises(StorageFull) as info:
             engram.notes.take_many("Aria", api)
-        events = str(root / "data" / "events.sqlite3")
-        assert info.value.path == events
+        # The notes' item keys are written before their events (ADR 0075): the being's first item
+        # keys create the owned-key file, the first write the full disk refuses, so it is named.
+        needed = str(root / "data" / "keys.owned.sqlite3")
+        assert info.value.path == needed
         refused = run.invoke(cli, note, catch_exceptions=False)
-        assert refused.exit_code == 5 and f"no space left for {events}" in refused.stderr
+        assert refused.exit_code == 5 and f"no space left for {needed}" in refused.stderr
         assert "Traceback" not in refused.stderr
         as_json = run.invoke(cli, [*note, "--json"], catch_exceptions=False)
         assert json.loads(as_json.stderr)["error"] == "storage_full"
         answer = client.post("/v1/beings/Aria/notes/batch", json=http)
         assert answer.status_code == 507 and answer.json()["code"] == "storage_full"
-        assert answer.json()["details"]["path"] == events
+        assert answer.json()["details"]["path"] == needed
         assert engram.store.head() == head
 
         release(root)
@@ -356,7 +358,8 @@ def test_a_worker_started_on_a_full_disk_waits_to_start() -> None:
             assert worker.stderr is not None
             first = json.loads(worker.stderr.readline())
             assert first["event"] == "no space left; the worker waits to start"
-            assert first["path"] == str(root / "data" / "events.sqlite3")
+            # The key store opens first (the item keys destroyed so far are read at start, ADR 0094).
+            assert first["path"] == str(root / "data" / "keys.owned.sqlite3")
             release(root)
             deadline = time.monotonic() + 60
             with _engram_on(root) as engram:
