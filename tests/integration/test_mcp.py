@@ -206,7 +206,8 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
             "links": ("links", {}),  # ADR 0062
             "links_bad": ("links", {"node": "not-a-uuid"}),
             "why_unknown": ("why", {"kind": "node", "id": "00000000-0000-0000-0000-000000000001"}),
-            "forget_bad": ("forget", {"kind": "note", "id": "not-a-uuid"}),  # ADR 0075, 0076
+            # A fact is named by its id only (a note or a message also by the caller's own id).
+            "forget_bad": ("forget", {"kind": "fact", "id": "not-a-uuid"}),  # ADR 0075, 0076
         }
         out = {}
         for key, (name, args) in names.items():
@@ -250,7 +251,7 @@ def test_every_tool_over_stdio(make_settings: Callable[..., Settings], tmp_path:
     }, errors
     assert ok["links"].structured_content["links"] == [] and "node" in errors["links_bad"]
     assert ok["why"].structured_content["tree"]["kind"] == "cluster" and "not found" in errors["why_unknown"]
-    assert ok["forget"].structured_content["already"] is False and "not a note id" in errors["forget_bad"]
+    assert ok["forget"].structured_content["already"] is False and "not a fact id" in errors["forget_bad"]
     assert ok["forget_again"].structured_content["already"] is True
     # recall: the fragment stream, or an empty result without a tag
     text = _text(ok["recall"])
