@@ -44,6 +44,7 @@ class LocalKeyStore:
         self._lock = threading.Lock()
         self._keys: dict[str, str] = {}
         self._tombstones = False  # any destroyed key: until one is, a new item key needs no check
+        self._json_tombstones = 0  # destroyed keys named in `keys.json` (see `destroyed_version`)
         self._seen: tuple[int, int, int] | None = None  # (inode, mtime, size): each save is a new inode
         self._checked_at = time.monotonic()
         self.owned = OwnedKeys(path.with_name(path.stem + OWNED_SUFFIX))
@@ -82,7 +83,8 @@ class LocalKeyStore:
         if not isinstance(data, dict) or not isinstance(data.get("keys"), dict):
             raise KeyStoreError(f"key store {self.path} is not an Engram key store")
         self._keys = {str(k): str(v) for k, v in data["keys"].items()}
-        self._tombstones = _DESTROYED in self._keys.values()
+        self._json_tombstones = sum(1 for v in self._keys.values() if v == _DESTROYED)
+        self._tombstones = self._json_tombstones > 0
         self._seen = _signature(self.path)
 
     def _refresh(self) -> None:
@@ -181,6 +183,7 @@ class LocalKeyStore:
                 return False
             self._keys[key_id.hex] = _DESTROYED
             self._tombstones = True
+            self._json_tombstones += 1
             self._save()
         self.owned.delete_being(key_id)  # a being's: its item keys, reserved or with lost tags too
         return True
@@ -197,6 +200,7 @@ class LocalKeyStore:
                 if self._keys.get(key_id.hex) != _DESTROYED:
                     self._keys[key_id.hex] = _DESTROYED
                     self._tombstones = True
+                    self._json_tombstones += 1
                     fresh += 1
             if fresh:
                 self._save()
@@ -254,6 +258,11 @@ class LocalKeyStore:
     def is_destroyed(self, key_id: UUID) -> bool:
         self._recheck()
         return self._dead(key_id)
+
+    def destroyed_version(self) -> int:
+        self._recheck()
+        # Both only grow: tombstones are never taken out of either file.
+        return len(self.owned.destroyed) + self._json_tombstones
 
     def _dead(self, key_id: UUID) -> bool:
         """Destroyed, as this process last saw the two files (see `_recheck`)."""

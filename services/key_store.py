@@ -87,6 +87,11 @@ class KeyStore(Protocol):
     def is_destroyed(self, key_id: UUID) -> bool:
         """Cheap enough to ask per event: an adapter may answer from a copy at most a moment old."""
 
+    def destroyed_version(self) -> int:
+        """A number that changes whenever a key is destroyed (here, or in another process as soon as
+        `is_destroyed` would see it): a reader may keep trusting the ciphers it checked at the same
+        number instead of asking `is_destroyed` per event."""
+
     def create(self) -> None:
         """Create the empty store if there is none."""
 
