@@ -133,7 +133,8 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
         settings = ctx.settings
         # A server logs one line per request at info: the default level, unless set explicitly.
         level = settings.log_level if "ENGRAM_LOG_LEVEL" in os.environ else "info"
-        configure_logging(level, settings.log_format)
+        # uvicorn's own lines ("Started server process", errors) in the same format as Engram's.
+        configure_logging(level, settings.log_format, library_loggers=("uvicorn",))
         import uvicorn
 
         from engram.adapters.vectors import hold_vector_index
@@ -149,6 +150,7 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
             host=http.host,
             port=http.port,
             access_log=False,  # one structured line per request comes from the app itself
+            log_config=None,  # its loggers were routed through structlog above
             log_level="warning" if level in ("warning", "error") else "info",
             server_header=False,
             timeout_graceful_shutdown=30,
