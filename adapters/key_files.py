@@ -314,6 +314,14 @@ class LocalKeyStore:
                 self._save()
         return added
 
+    def import_tombstones(self, key_ids: Collection[UUID]) -> int:
+        with self._lock:
+            self._refresh()
+        unknown = [
+            k for k in key_ids if not self._dead(k) and k.hex not in self._keys and self.owned.get(k) is None
+        ]
+        return self.owned.delete(unknown) if unknown else 0
+
 
 def _owner_of(keys: Mapping[str, str]) -> UUID:
     """The being of an export's owned keys: the one key of the export that is not owned."""

@@ -9,6 +9,7 @@ passed in.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from uuid import UUID, uuid5
 
 ENGRAM_NAMESPACE = UUID("0d3c8a52-5b8e-4f4e-9a57-9c1e6c1f2a10")
@@ -58,6 +59,11 @@ def conversation_id_for(being_id: UUID, user: str, epoch: int = 0) -> UUID:
     return uuid5(being_id, "conversation:" + user + (f"#{epoch}" if epoch else ""))
 
 
+def item_erasure_id(item_id: UUID) -> UUID:
+    """The receipt of forgetting one note, message or fact (`forget note|message|fact`)."""
+    return uuid5(item_id, "erasure:item")
+
+
 def subject_erasure_id(being_id: UUID, user: str, epoch: int = 0) -> UUID:
     """The receipt of the `epoch`-th forgetting (from 0) of `user` in a being: the receipts counted
     from 0 give the user's current conversation epoch."""
@@ -93,3 +99,8 @@ def extraction_id_for_message(message_id: UUID) -> UUID:
 def extraction_cursor_id(being_id: UUID) -> UUID:
     """A being's extraction cursor: where extraction was skipped up to (no LLM, ADR 0058)."""
     return uuid5(being_id, "extraction-cursor")
+
+
+CALLERS_IDS: dict[str, Callable[[UUID, str], UUID]] = {"note": note_id_for_key, "message": message_id_for_key}
+"""The kinds a caller names by an id of its own (ADR 0052's message id, a note's idempotency key):
+`forget` and `why` take it beside Engram's id."""

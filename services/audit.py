@@ -20,7 +20,7 @@ from engram.domain.space import Space
 from engram.domain.token import ApiToken
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import NotFound
-from engram.services.jsonview import aggregate_state, event_payload, event_type
+from engram.services.jsonview import aggregate_state, event_payload, event_topic, event_type
 from engram.services.store import AggregateStore
 
 MAX_LOG_LIMIT = 10_000
@@ -91,7 +91,7 @@ class AuditQueries:
     def _events(self, kind: AggregateKind, ref: str, being_id: UUID | None) -> list[Any]:
         aggregate_id = self._resolve_id(kind, ref)
         events = self.store.events(aggregate_id)
-        if not events or _kind_of_topic(str(type(events[0]).TOPIC)) is not kind:
+        if not events or _kind_of_topic(event_topic(events[0])) is not kind:
             raise NotFound(f"{kind.value} {ref} not found")
         if being_id is not None and getattr(events[0], "being_id", None) != being_id:
             raise NotFound(f"{kind.value} {ref} not found")
@@ -110,7 +110,8 @@ class AuditQueries:
         return [
             {
                 "version": e.originator_version,
-                "timestamp": e.timestamp.isoformat(),
+                # An erased event's time went with its content (ADR 0073): null, as `log` has it.
+                "timestamp": e.timestamp.isoformat() if e.timestamp else None,
                 "type": event_type(e),
                 "payload": event_payload(e),
             }

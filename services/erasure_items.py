@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
-from uuid import UUID, uuid5
+from uuid import UUID
 
 import structlog
 
@@ -21,7 +21,12 @@ from engram.domain.conversation import Conversation
 from engram.domain.erasure import ContentErased, Erasure
 from engram.domain.errors import InvalidInput
 from engram.domain.fact import Fact
-from engram.domain.ids import conversation_id_for, message_id_for_key, note_id_for_key, subject_erasure_id
+from engram.domain.ids import (
+    CALLERS_IDS,
+    conversation_id_for,
+    item_erasure_id,
+    subject_erasure_id,
+)
 from engram.domain.message import Message
 from engram.domain.note import Note
 from engram.services.beings import parse_uuid, resolve_being
@@ -35,8 +40,6 @@ from engram.services.message_quotes import message_quotes
 log = structlog.get_logger(__name__)
 
 ITEM_TYPES: dict[str, type[BeingScopedAggregate]] = {"note": Note, "message": Message, "fact": Fact}
-CALLERS_IDS: dict[str, Callable[[UUID, str], UUID]] = {"note": note_id_for_key, "message": message_id_for_key}
-"""The kinds a caller names by an id of its own (ADR 0052's message id, a note's idempotency key)."""
 Progress = Callable[[str, int, int], None]
 
 
@@ -44,10 +47,6 @@ class NotYours(ServiceError):
     """A being token asked to forget another being's item (403 over HTTP)."""
 
     code = "forbidden"
-
-
-def item_erasure_id(item_id: UUID) -> UUID:
-    return uuid5(item_id, "erasure:item")
 
 
 class ItemForgetting:

@@ -40,6 +40,12 @@ def event_payload(event: Any) -> dict[str, Any]:
     return {k: jsonable(v) for k, v in vars(event).items() if k not in _EVENT_META}
 
 
+def event_topic(event: Any) -> str:
+    """The event's stable topic, e.g. `engram.Note.Noted`; an erased event keeps the one it had."""
+    erased = getattr(event, "erased_topic", None)
+    return str(erased) if erased is not None else str(type(event).TOPIC)
+
+
 def event_type(event: Any) -> str:
     """The event's short name, e.g. `MemoryNode.FlaggedDying`."""
     return str(type(event).__qualname__)

@@ -102,6 +102,11 @@ class KeyStore(Protocol):
     def import_keys(self, keys: Mapping[str, str]) -> int:
         """Add keys exported by `export_keys`; returns how many were new. A destroyed key stays destroyed."""
 
+    def import_tombstones(self, key_ids: Collection[UUID]) -> int:
+        """Record as destroyed the item and subject keys an export says were destroyed where it was
+        written, so that their events read as erased here too; a key this store holds is left as it
+        is (a copy kept here is forgotten here, with `forget`). Returns how many were recorded."""
+
 
 @runtime_checkable
 class ShreddableLog(Protocol):

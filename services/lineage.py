@@ -23,13 +23,21 @@ from uuid import UUID
 
 from engram.domain.being import Being
 from engram.domain.compaction import compaction_id_for
+from engram.domain.erasure import ErasedContent, Erasure
 from engram.domain.errors import InvalidInput
-from engram.domain.ids import extraction_id_for_message, message_id_for_key, node_id_for_note, patrol_run_id
+from engram.domain.ids import (
+    CALLERS_IDS,
+    extraction_id_for_message,
+    item_erasure_id,
+    message_id_for_key,
+    node_id_for_note,
+    patrol_run_id,
+)
 from engram.domain.links import links_id_for
 from engram.domain.patrol_run import PatrolRun
 from engram.services.beings import parse_uuid, resolve_being
 from engram.services.errors import NotFound
-from engram.services.jsonview import event_payload, event_type
+from engram.services.jsonview import event_payload, event_topic, event_type
 from engram.services.store import AggregateStore
 
 if TYPE_CHECKING:
@@ -171,12 +179,26 @@ class _Walk:
             {
                 "position": positions.get(e.originator_version),
                 "version": e.originator_version,
-                "at": e.timestamp.isoformat(),
+                "at": e.timestamp.isoformat() if e.timestamp else None,  # an erased event keeps no time
                 "type": event_type(e),
                 "detail": {k: v for k, v in event_payload(e).items() if k != "being_id"},
             }
             for e in events
         ]
+
+    def erasure(self, aggregate_id: UUID, erased: int, total: int) -> dict[str, Any]:
+        """How much of the aggregate was erased, and the receipt of its own `forget` if it has one (a
+        node made from a note, a user's message, a being's events were erased with their owner)."""
+        out: dict[str, Any] = {"events": erased, "of": total}
+        receipt = self.store.find(Erasure, item_erasure_id(aggregate_id))
+        if receipt is not None and receipt.being_id == self.being_id:
+            out |= {
+                "receipt": str(receipt.id),
+                "position": self.store.positions(receipt.id).get(1),
+                "at": receipt.created_on.isoformat(),
+                "by": receipt.by,
+            }
+        return out
 
     def ref(self, kind: str | None, aggregate_id: UUID, relation: str) -> dict[str, Any]:
         return {"kind": kind, "id": str(aggregate_id), "relation": relation, "ref": True}
@@ -191,7 +213,7 @@ class _Walk:
         events = self.events(aggregate_id)
         if events is None:
             return None
-        found = _kind_of(str(type(events[0]).TOPIC))
+        found = _kind_of(event_topic(events[0]))
         if kind is not None and found != kind:
             return None
         self.expanded.add(aggregate_id)
@@ -209,6 +231,9 @@ class _Walk:
             + undo_records(self.store, self.being_id, aggregate_id, events)
         )
         node["children"] = self.children(found, events, depth)
+        erased = sum(isinstance(e, ErasedContent) for e in events)
+        if erased:
+            node["erased"] = self.erasure(aggregate_id, erased, len(events))
         if found in ("node", "fact"):
             # The A-MEM links dreaming recorded on this memory (ADR 0062), when it was linked later.
             linked = self.tree(links_id_for(self.being_id, aggregate_id), "links", depth + 1, "links")
@@ -258,7 +283,11 @@ class _Walk:
         if kind == "note":
             # A note's events name no cycle: the patrol that made its node did (`activation_cycle`).
             node = self.store.events(node_id_for_note(aggregate_id), lte=1)
-            if node and getattr(node[0], "being_id", None) == self.being_id:
+            if (
+                node
+                and not isinstance(node[0], ErasedContent)
+                and getattr(node[0], "being_id", None) == self.being_id
+            ):
                 cycles |= {int(node[0].activation_cycle), int(node[0].activation_cycle) + 1}
         if kind == "cluster":
             # A cluster's events name no cycle either: its being's last cycles are read instead.
@@ -428,13 +457,19 @@ class WhyQueries:
             raise InvalidInput(f"unknown kind {kind!r}; kinds are {', '.join(WHY_KINDS)}")
         being = resolve_being(self.store, being_ref)
         as_id = parse_uuid(ref)
-        if as_id is None:
+        from_key = CALLERS_IDS.get(kind)
+        if as_id is None and from_key is None:
             raise InvalidInput(f"{ref!r} is not an id")
         walk = _Walk(self.store, self.index, being.id)
-        if kind == "session":
+        tree = None
+        if kind == "session" and as_id is not None:
             conversation = self.index.session_conversation(being.id, as_id)
             tree = walk.session(as_id, conversation) if conversation is not None else None
-        else:
+        elif as_id is not None:
+            tree = walk.tree(as_id, "subject", 0, kind)
+        if tree is None and from_key is not None:
+            # The caller's own id for it (a message's `id`, a note's key), as `forget` takes it.
+            as_id = from_key(being.id, ref)
             tree = walk.tree(as_id, "subject", 0, kind)
         if tree is None:
             raise NotFound(f"{kind} {ref} not found")
@@ -484,7 +519,16 @@ def _render(node: dict[str, Any], depth: int, lines: list[str]) -> None:
         return
     lines.append(head)
     for e in node["events"]:
-        lines.append(f"{pad}  @{e['position']} {e['at']} {e['type']} {_fields(e['detail'])}".rstrip())
+        at = e["at"] or "(time erased)"
+        lines.append(f"{pad}  @{e['position']} {at} {e['type']} {_fields(e['detail'])}".rstrip())
+    erased = node.get("erased")
+    if erased:
+        how = (
+            f"forgotten @{erased['position']} {erased['at']} by {erased['by']}"
+            if "receipt" in erased
+            else "its key was destroyed: it, its source, its user or its being was forgotten"
+        )
+        lines.append(f"{pad}  * content erased ({erased['events']} of {erased['of']} events): {how}")
     for d in node["decisions"]:
         if d.get("source") == "undo":
             lines.append(f"{pad}  * undone @{d['position']} {d['at']} {d['decision']}: {_short(d['reason'])}")

@@ -421,7 +421,8 @@ def history(ctx: Context, kind: str, ref: str, being_ref: str | None, *, as_json
         payload = json.dumps(e["payload"], ensure_ascii=False)
         if len(payload) > 160:
             payload = payload[:157] + "..."
-        click.echo(f"v{e['version']:<4} {e['timestamp']}  {e['type']:<32} {payload}")
+        when = e["timestamp"] or "(time erased)"
+        click.echo(f"v{e['version']:<4} {when}  {e['type']:<32} {payload}")
 
 
 def _parse_as_of(value: str) -> tuple[int | None, datetime | None]:

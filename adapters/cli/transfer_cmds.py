@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -41,7 +42,10 @@ def register(cli: click.Group, command: Callable[[Any], Any]) -> None:
                 fail_text("--with-keys: this deployment has no key store to export keys from")
         started = time.perf_counter()
         partial = out.with_name(out.name + ".partial")
-        with partial.open("w", encoding="utf-8") as f:
+        partial.unlink(missing_ok=True)
+        # A file with the being's keys reads all its memories: only its owner may read it, as keys.json.
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if with_keys else 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             summary = being_transfer.export_being(
                 engram.store.app, being.name, being.id, f, with_keys=keys, progress=_progress("exported")
             )

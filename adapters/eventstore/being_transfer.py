@@ -14,6 +14,12 @@ predecessors. Shared aggregates (spaces) are not exported. Snapshots are a cache
 An import writes the events the target lacks, ids and versions preserved, in the file's order,
 `WRITE_BATCH` to a transaction (the target's chain seals them); events it has already, byte for byte, are skipped, so a
 second import writes nothing.
+
+An item forgotten where the file was written (`forget note|message|fact|subject`) travels as what it
+is there: its events, sealed under a destroyed key, and the id of that key in the manifest's
+`destroyed_keys` (never a key). The target records those ids as destroyed before it writes the events,
+so they read as erased there too instead of as events whose key is missing. Events sealed under a key
+that neither the file, its `destroyed_keys` nor the target holds are refused before anything is written.
 """
 
 from __future__ import annotations
@@ -31,11 +37,15 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import StoredEvent
 
 from engram.adapters.eventstore import chain, chain_check
-from engram.adapters.eventstore.shredding import being_of, key_id_of, sealed
+from engram.adapters.eventstore.shredding import MAGIC_ITEM, being_of, key_id_of, sealed, slot_of
+from engram.services.key_store import KeyDestroyed, KeyStoreError
 
 FORMAT = "engram-export/1"
 KEYS_HOOK = "keys"
 """The manifest's field for the being's data keys (`--with-keys`), filled by `key_exporter`."""
+DESTROYED_HOOK = "destroyed_keys"
+"""The manifest's list of the ids (hex) of the item and subject keys that sealed the file's events and
+were destroyed where it was written: ids only, so it is in every export, with keys or without."""
 
 
 def key_exporter(app: Any) -> Callable[[UUID], str | None] | None:
@@ -126,7 +136,15 @@ def export_being(
     header = {"format": FORMAT, "engram_version": _engram_version(), "being": being, "being_id": being_id.hex}
     out.write(json.dumps(header) + "\n")
     head, aggregates = chain.GENESIS, set()
+    store = getattr(app, "keys", None)
+    seen: set[bytes] = set()
+    destroyed: list[str] = []
     for position, oid, version, topic, state, stored_hash in _being_events(app, being_id):
+        if store is not None and state[:4] == MAGIC_ITEM and state[4:20] not in seen:
+            seen.add(state[4:20])  # each item key asked once
+            key_id = key_id_of(state)
+            if store.is_destroyed(key_id):
+                destroyed.append(key_id.hex)
         summary.events += 1
         head = _file_link(head, summary.events, oid, version, topic, state)
         aggregates.add(oid)
@@ -147,7 +165,12 @@ def export_being(
     summary.aggregates, summary.chain_head = len(aggregates), head.hex()
     summary.keys = with_keys(being_id) if with_keys is not None else None
     manifest = {
-        "manifest": {**summary.__dict__, "engram_version": _engram_version(), KEYS_HOOK: summary.keys}
+        "manifest": {
+            **summary.__dict__,
+            "engram_version": _engram_version(),
+            KEYS_HOOK: summary.keys,
+            DESTROYED_HOOK: destroyed,
+        }
     }
     out.write(json.dumps(manifest) + "\n")
     return summary
@@ -163,6 +186,8 @@ class ImportPlan:
     others: int
     """Events the target holds for this being's aggregates that the file does not have."""
     manifest: dict[str, Any]
+    tombstones: frozenset[UUID] = frozenset()
+    """Item and subject keys destroyed where the file was written, which the target does not hold."""
 
 
 def read_file(path: Path) -> tuple[dict[str, Any], list[StoredEvent], dict[str, Any]]:
@@ -223,7 +248,10 @@ def plan_import(app: Application[UUID], path: Path) -> ImportPlan:
                 "the file and this deployment disagree on that history; nothing was imported"
             )
     _check_keys(app, being_id, to_write, manifest)
-    return ImportPlan(str(header["being"]), being_id, events, to_write, present, len(have), manifest)
+    tombstones = _check_item_keys(app, being_id, to_write, manifest)
+    return ImportPlan(
+        str(header["being"]), being_id, events, to_write, present, len(have), manifest, tombstones
+    )
 
 
 def _file_keys(manifest: dict[str, Any]) -> dict[str, str]:
@@ -260,6 +288,61 @@ def _check_keys(app: Any, being_id: UUID, to_write: list[StoredEvent], manifest:
         )
 
 
+def _destroyed_keys(manifest: dict[str, Any]) -> set[UUID]:
+    raw = manifest.get(DESTROYED_HOOK) or []
+    try:
+        if not isinstance(raw, list):
+            raise TypeError("not a list")
+        return {UUID(hex=str(k)) for k in raw}
+    except (TypeError, ValueError) as exc:
+        raise TransferRefused(f"the file's destroyed keys are not readable: {exc}") from exc
+
+
+def _check_item_keys(
+    app: Any, being_id: UUID, to_write: list[StoredEvent], manifest: dict[str, Any]
+) -> frozenset[UUID]:
+    """Every event sealed under an item's or a subject's key (ADR 0075) must be readable here, or
+    read as erased: its key in the file, held here, destroyed here, or destroyed where the file was
+    written (`destroyed_keys`). Returns the keys of the last kind that the target still has to
+    record as destroyed. An event whose key is nowhere is refused: written, it would fail every read
+    and rebuild of the target."""
+    store = getattr(app, "keys", None)
+    items = [bytes(e.state) for e in to_write if bytes(e.state)[:4] == MAGIC_ITEM]
+    if store is None or not items:
+        return frozenset()
+    in_file, listed = set(_file_keys(manifest)), _destroyed_keys(manifest)
+    tombstones: set[UUID] = set()
+    missing = 0
+    checked: dict[bytes, bool] = {}
+    for state in items:
+        slot, key_id = slot_of(state), key_id_of(state)
+        if slot is None or slot.hex in in_file:
+            continue
+        if being_of(state) != being_id:
+            raise TransferRefused(f"an event of the file is sealed for another being than {being_id}")
+        if key_id in listed:
+            tombstones.add(key_id)  # `import_tombstones` leaves it alone if the target holds it
+            continue
+        ok = checked.get(state[4:68])
+        if ok is None:
+            try:
+                store.key_of_slot(slot, key_id, being_id)
+                ok = True
+            except KeyDestroyed:
+                ok = True  # forgotten here already: it reads as erased
+            except KeyStoreError:
+                ok = False
+            checked[state[4:68]] = ok
+        missing += not ok
+    if missing:
+        raise TransferRefused(
+            f"{missing} of the file's events are sealed under item keys that neither the file nor this "
+            "deployment holds: export it again with --with-keys (an export written before Engram listed "
+            "the keys of forgotten items needs a new export)"
+        )
+    return frozenset(tombstones)
+
+
 WRITE_BATCH = 1000
 """Events per transaction of an import. The library's PostgreSQL insert of 20,000 events in one call
 never returned (its pipeline stalls with ~20 MB of parameters; 1,000 at a time is how the benchmarks
@@ -274,6 +357,8 @@ def apply_import(app: Application[UUID], plan: ImportPlan) -> int:
     store = getattr(app, "keys", None)
     if keys and store is not None:
         store.import_keys(keys)  # before the events: they are read with them
+    if plan.tombstones and store is not None:
+        store.import_tombstones(plan.tombstones)  # so are these: as erased
     for start in range(0, len(plan.to_write), WRITE_BATCH):
         app.recorder.insert_events(plan.to_write[start : start + WRITE_BATCH])
     return len(plan.to_write)

@@ -89,7 +89,9 @@ def _aad(originator_id: Any, version: int, topic: str) -> bytes:
 
 def erased(originator_id: Any, version: int, topic: str, state: bytes) -> ErasedContent:
     oid = originator_id if isinstance(originator_id, UUID) else UUID(str(originator_id))
-    return ErasedContent(oid, version, key_id_of(state), topic)
+    # An `EGK2` header names the being beside the item's key: the erased event stays its being's
+    # (`log --being`, `history`, `why` find it); an `EGK1` key id is the being's own.
+    return ErasedContent(oid, version, being_of(state) or key_id_of(state), topic)
 
 
 class ShreddingMapper(Mapper[UUID]):

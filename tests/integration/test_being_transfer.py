@@ -17,9 +17,10 @@ from engram.adapters.eventstore import being_transfer, chain_check
 from engram.adapters.eventstore.being_transfer import TransferRefused
 from engram.services.beings import list_beings
 from engram.services.bootstrap import Engram, bootstrap
-from engram.services.commands import NoteInput
+from engram.services.commands import MessageInput, NoteInput
 from tests.support import SeededIds, SteppingClock, fresh_settings, require_postgres
 
+CANARY = "qzxtransfercanaryv"
 SCENE = {"action": "Planted tomatoes with Mina", "actors": ["me", "Mina"], "when": ["2026-05-02"]}
 
 
@@ -208,3 +209,76 @@ def test_cli_import_over_a_being_with_other_events_needs_yes(
     assert refused.exit_code == 4 and "other" in refused.stderr and "--yes" in refused.stderr
     done = runner.invoke(cli, ["import", str(back), "--yes", "--json"])
     assert done.exit_code == 0 and json.loads(done.stdout)["written"] >= 1, done.stderr
+
+
+def test_a_forgotten_item_travels_as_erased_and_every_read_works_there(
+    engram: Engram, other_backend: Engram, tmp_path: Path
+) -> None:
+    """An export of a being with forgotten items names their destroyed keys (ids, never keys): the
+    target records them as destroyed, so their events read as erased there, not as missing keys."""
+    from engram.domain.erasure import ErasedContent
+
+    _fill(engram)
+    engram.messages.take("Aria", MessageInput(id="m1", user="mina", text=f"my {CANARY} secret"))
+    engram.patrol("Aria")  # k0's note becomes a node, under a key of its own tagged with the note
+    engram.item_forgetting.forget_item("note", "k0", by="admin", being=_aria(engram))
+    engram.item_forgetting.forget_item("message", "m1", by="admin", being=_aria(engram))
+    engram.views.catch_up_or_rebuild()
+    path = tmp_path / "aria.jsonl"
+    summary = _export(engram, path)
+    _, _, manifest = being_transfer.read_file(path)
+    assert len(manifest["destroyed_keys"]) >= 3  # the note, its node, the message
+    assert CANARY not in path.read_text()  # sealed, all of it
+
+    plan = being_transfer.plan_import(other_backend.store.app, path)
+    assert being_transfer.apply_import(other_backend.store.app, plan) == summary.events
+    other_backend.views.catch_up_or_rebuild()
+    assert _views(other_backend) == _views(engram)  # the forgotten note and its node in neither
+    erased = [e for _, e in other_backend.store.decoded_events(1, 10_000) if isinstance(e, ErasedContent)]
+    assert len(erased) == sum(isinstance(e, ErasedContent) for _, e in engram.store.decoded_events(1, 10_000))
+    assert other_backend.why.why("Aria", "note", "k0")["tree"]["erased"]["by"] == "admin"
+    other_backend.views.rebuild_all()  # a rebuild reads every event, the erased ones too
+    assert _views(other_backend) == _views(engram)
+    assert being_transfer.plan_import(other_backend.store.app, path).to_write == []  # idempotent
+
+
+def test_a_file_whose_item_keys_are_nowhere_is_refused_and_nothing_is_written(
+    engram: Engram, other_backend: Engram, tmp_path: Path
+) -> None:
+    _fill(engram)
+    engram.item_forgetting.forget_item("note", "k0", by="admin", being=_aria(engram))
+    path = tmp_path / "aria.jsonl"
+    _export(engram, path)
+    # An export written before the manifest listed destroyed keys.
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    del last["manifest"]["destroyed_keys"]
+    path.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
+    head = other_backend.store.log.head()
+    with pytest.raises(TransferRefused, match="item keys that neither the file nor this deployment holds"):
+        being_transfer.plan_import(other_backend.store.app, path)
+    assert other_backend.store.log.head() == head
+
+
+def test_an_export_with_keys_is_readable_by_its_owner_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runner, path = _cli_exported(tmp_path, monkeypatch)
+    assert path.stat().st_mode & 0o777 == 0o600
+    bare = tmp_path / "bare.jsonl"
+    assert runner.invoke(cli, ["export", "Aria", "--out", str(bare)]).exit_code == 0
+    assert bare.stat().st_mode & 0o777 == 0o666 & ~_umask()  # no keys in it: as any file
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _aria(engram: Engram) -> Any:
+    from engram.services.beings import resolve_being
+
+    return resolve_being(engram.store, "Aria").id
