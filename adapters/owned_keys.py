@@ -46,6 +46,12 @@ from engram.adapters.storage_full import reported_as_storage_full
 log = structlog.get_logger(__name__)
 _KEY_BYTES = blocks.KEY_BYTES  # AES-256-GCM
 _FIRST_BLOCK = 16
+_MAX_CACHED = 65_536
+"""Keys each in-memory map (`_by_key`, `_by_slot`) holds at most: ~280 bytes a key (measured with
+tracemalloc at 20k notes), so a server that took or read a million keys held ~280 MB. Past it a map
+starts again: a key dropped is found again from its aggregate's first event in the log (its slot)
+and its block (one read for up to 4096 keys); a key dropped before its first event was written is
+given a second slot, which reading and forgetting already allow (ADR 0094)."""
 _MAX_BLOCK = 4096
 """A being's first block is small (a being with three notes does not hold thousands of keys); each
 next block doubles (and covers at least twice the save that asked for it), up to 4096: a steady
@@ -246,6 +252,7 @@ class OwnedKeys:
     ) -> tuple[UUID, bytes]:
         """The slot and key to seal the key id's events with, taken from the pool on first use."""
         with self._lock:
+            self._bound()
             found = self._known(key_id)
             if found is None:
                 self._assign([(key_id, being_id, subject, item_id)])
@@ -258,6 +265,7 @@ class OwnedKeys:
         aggregates this save creates, which no process can have a key for yet. Returns each key's
         (slot, key), in the order asked."""
         with self._lock:
+            self._bound()
             by_key = self._by_key
             created = {k.int for k in new}  # ints: hashed in C (see `_by_key`)
             fresh = [w for w in wanted if self._known(w[0], new=w[0].int in created) is None]
@@ -364,6 +372,7 @@ class OwnedKeys:
     def _read_slot(self, slot: int) -> bytes | None:
         """A slot's key from the file: its whole block is kept in memory (a rebuild reads each item's
         key once, the items of a block together); a slot of the earlier layout by itself."""
+        self._bound()
         db = self._db()
         base, index = blocks.split(slot)
         keys = blocks.block_keys(db, base)
@@ -436,6 +445,14 @@ class OwnedKeys:
             names = dict.fromkeys(blocks.tagged(db, being_id, subject, item))
             names.update((r[0], None) for r in db.execute(sql, [being_id.hex, *params]))
         return [UUID(hex=k) for k in names]
+
+    def _bound(self) -> None:
+        """Start a map again once it holds `_MAX_CACHED` keys (under the lock, before a call adds to
+        it: what the call returns was read from the maps after)."""
+        if len(self._by_key) >= _MAX_CACHED:
+            self._by_key.clear()
+        if len(self._by_slot) >= _MAX_CACHED:
+            self._by_slot.clear()
 
     def _forget_cached(self, slots: Iterable[int], key_ids: Iterable[UUID]) -> None:
         for slot in slots:

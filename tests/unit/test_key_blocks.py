@@ -159,3 +159,32 @@ def test_an_owned_key_file_of_one_row_per_key_still_reads_tags_exports_and_forge
     with pytest.raises(KeyDestroyed):
         store.key_of_slot(slots[0], first, being)
     store.close()
+
+
+def test_the_owned_key_maps_stay_bounded_and_every_key_is_found_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running process takes and reads keys without end: each in-memory map keeps at most
+    `_MAX_CACHED` keys, and a key it dropped is found again (to read, to write more events under
+    it, to forget it) from the log's header and its block."""
+    import engram
+    from engram.adapters import owned_keys
+    from engram.services.commands import NoteInput
+
+    monkeypatch.setattr(owned_keys, "_MAX_CACHED", 40)
+    with engram.open(tmp_path / "data", embedder="hashing", llm="none") as memory:
+        memory.beings.register("Aria")
+        singles = [memory.notes.take("Aria", NoteInput(kind="todo", text=f"errand {i}")) for i in range(60)]
+        memory.notes.take_many("Aria", [NoteInput(kind="todo", text=f"batch {i}") for i in range(300)])
+        owned = memory.store.app.keys.owned  # type: ignore[attr-defined]
+        assert len(owned._by_key) <= 40 + 300 and len(owned._by_slot) <= 40 + 4096
+        memory.store.app.mapper._readers.clear()  # type: ignore[attr-defined]  # read from the key store
+        owned._by_slot.clear()
+        texts = {n.text for n in memory.listing.notes("Aria", limit=1000)}
+        assert {f"errand {i}" for i in range(60)} | {f"batch {i}" for i in range(300)} <= texts
+        memory.note_lifecycle.supersede("Aria", singles[0].note_id, singles[1].note_id)  # more events, old keys
+        forgotten = memory.item_forgetting.forget_item("note", singles[2].note_id, by="test")
+        assert forgotten.counts["keys_destroyed"] >= 1
+        left = {n.text for n in memory.listing.notes("Aria", limit=1000, include_inactive=True)}
+        assert "errand 2" not in left and {"errand 0", "errand 1", "errand 3"} <= left
+        assert len(owned._by_key) <= 40 + 300 and len(owned._by_slot) <= 40 + 4096
