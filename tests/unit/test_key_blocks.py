@@ -182,7 +182,9 @@ def test_the_owned_key_maps_stay_bounded_and_every_key_is_found_again(
         owned._by_slot.clear()
         texts = {n.text for n in memory.listing.notes("Aria", limit=1000)}
         assert {f"errand {i}" for i in range(60)} | {f"batch {i}" for i in range(300)} <= texts
-        memory.note_lifecycle.supersede("Aria", singles[0].note_id, singles[1].note_id)  # more events, old keys
+        memory.note_lifecycle.supersede(
+            "Aria", singles[0].note_id, singles[1].note_id
+        )  # more events, old keys
         forgotten = memory.item_forgetting.forget_item("note", singles[2].note_id, by="test")
         assert forgotten.counts["keys_destroyed"] >= 1
         left = {n.text for n in memory.listing.notes("Aria", limit=1000, include_inactive=True)}
