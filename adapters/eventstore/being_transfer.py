@@ -323,7 +323,7 @@ def _check_item_keys(
         if key_id in listed:
             tombstones.add(key_id)  # `import_tombstones` leaves it alone if the target holds it
             continue
-        ok = checked.get(state[4:68])
+        ok = checked.get(state[4:52])  # the header: key id, being, slot
         if ok is None:
             try:
                 store.key_of_slot(slot, key_id, being_id)
@@ -332,7 +332,7 @@ def _check_item_keys(
                 ok = True  # forgotten here already: it reads as erased
             except KeyStoreError:
                 ok = False
-            checked[state[4:68]] = ok
+            checked[state[4:52]] = ok
         missing += not ok
     if missing:
         raise TransferRefused(
