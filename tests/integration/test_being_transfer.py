@@ -242,20 +242,31 @@ def test_a_forgotten_item_travels_as_erased_and_every_read_works_there(
     assert being_transfer.plan_import(other_backend.store.app, path).to_write == []  # idempotent
 
 
+@pytest.mark.parametrize(
+    ("destroyed", "refusal"),
+    [
+        (None, "item keys that neither the file nor this deployment holds"),  # an export before the list
+        ([], "item keys that neither the file nor this deployment holds"),
+        ("0490d3b7bf935909b519f35e26671f2c", "destroyed keys are not readable"),
+        (["not a key id"], "destroyed keys are not readable"),
+    ],
+)
 def test_a_file_whose_item_keys_are_nowhere_is_refused_and_nothing_is_written(
-    engram: Engram, other_backend: Engram, tmp_path: Path
+    engram: Engram, other_backend: Engram, tmp_path: Path, destroyed: Any, refusal: str
 ) -> None:
     _fill(engram)
     engram.item_forgetting.forget_item("note", "k0", by="admin", being=_aria(engram))
     path = tmp_path / "aria.jsonl"
     _export(engram, path)
-    # An export written before the manifest listed destroyed keys.
     lines = path.read_text().splitlines()
     last = json.loads(lines[-1])
-    del last["manifest"]["destroyed_keys"]
+    if destroyed is None:
+        del last["manifest"]["destroyed_keys"]
+    else:
+        last["manifest"]["destroyed_keys"] = destroyed
     path.write_text("\n".join([*lines[:-1], json.dumps(last)]) + "\n")
     head = other_backend.store.log.head()
-    with pytest.raises(TransferRefused, match="item keys that neither the file nor this deployment holds"):
+    with pytest.raises(TransferRefused, match=refusal):
         being_transfer.plan_import(other_backend.store.app, path)
     assert other_backend.store.log.head() == head
 
