@@ -2,7 +2,8 @@
 (ADR 0030), and the free space a writer that cannot fail cleanly keeps in reserve.
 
 SQLite says `SQLITE_FULL` ("database or disk is full", or "disk I/O error" when a process opening a
-database cannot create its shared-memory file), PostgreSQL `53100 disk_full`, a plain file
+database cannot create its shared-memory file), PostgreSQL `53100 disk_full` (or, refusing a new
+connection, "could not write init file"), a plain file
 write `ENOSPC` (or `EDQUOT` past a quota), Qdrant Edge's engine "No space left on device" where it
 reports the error at all. Where it does not (a write into one of its memory-mapped files), the
 kernel kills the process with SIGBUS: `DiskReserve` refuses such a write beforehand instead.
@@ -23,6 +24,9 @@ from urllib.parse import urlparse
 from engram.services.errors import StorageFull
 
 _FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_PG_INIT_FILE = "could not write init file"
+"""PostgreSQL refusing a new connection whose backend must first write the database's relation cache
+file into a full tablespace (FATAL, at connect: no SQLSTATE 53100 to read)."""
 _ENGINE_MESSAGES = ("No space left on device", "os error 28", "Disk quota exceeded")
 
 
@@ -38,6 +42,8 @@ def _says_full(exc: BaseException) -> bool:
     # a one-shot CLI command) holds no PostgreSQL error to recognise, and skips its import.
     pg_errors = sys.modules.get("psycopg.errors")
     if pg_errors is not None and isinstance(exc, pg_errors.DiskFull):
+        return True
+    if pg_errors is not None and isinstance(exc, pg_errors.OperationalError) and _PG_INIT_FILE in str(exc):
         return True
     if isinstance(exc, sqlite3.Error):
         return getattr(exc, "sqlite_errorcode", None) in _SQLITE_FULL or "database or disk is full" in str(

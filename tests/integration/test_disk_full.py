@@ -86,10 +86,15 @@ def test_what_the_libraries_raise_for_a_full_disk_is_storage_full(tmp_path: Path
         device.write(b"x")
     assert is_storage_full(enospc.value)
     assert is_storage_full(psycopg.errors.DiskFull("could not extend file"))
+    # A new connection to a database whose tablespace is full, refused at its start.
+    assert is_storage_full(
+        psycopg.OperationalError("connection failed: … port 5432 failed: FATAL:  could not write init file")
+    )
     assert is_storage_full(Exception("Service internal error: No space left on device (os error 28)"))
     not_full: list[BaseException] = [
         sqlite3.OperationalError("no such table: t"),
         psycopg.errors.OutOfMemory("out of memory"),
+        psycopg.OperationalError("connection failed: … FATAL:  password authentication failed"),
         PermissionError(13, "denied"),
         ValueError("No space left on device"),  # only an engine's bare Exception is read by its text
     ]
@@ -395,20 +400,24 @@ def _database_on(root: Path) -> Iterator[str]:
             admin.execute(f"DROP TABLESPACE {name}")
 
 
-def _fill_database(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE filler (x text)")
-        conn.execute("ALTER TABLE filler ALTER COLUMN x SET STORAGE EXTERNAL")  # stored uncompressed
-        for _ in range(10_000):
-            try:
-                conn.execute("INSERT INTO filler SELECT repeat('x', 4000) FROM generate_series(1, 1000)")
-            except psycopg.errors.DiskFull:
-                return
-        raise AssertionError("the database never filled")
+def _fill_database(url: str) -> psycopg.Connection[Any]:
+    """Fill the database's tablespace; the connection that did it stays open to empty it again. A new
+    connection to a full tablespace may be refused: a backend that must write the database's relation
+    cache file first fails with "could not write init file" (seen once in CI)."""
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("CREATE TABLE filler (x text)")
+    conn.execute("ALTER TABLE filler ALTER COLUMN x SET STORAGE EXTERNAL")  # stored uncompressed
+    for _ in range(10_000):
+        try:
+            conn.execute("INSERT INTO filler SELECT repeat('x', 4000) FROM generate_series(1, 1000)")
+        except psycopg.errors.DiskFull:
+            return conn
+    conn.close()
+    raise AssertionError("the database never filled")
 
 
-def _empty_database(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
+def _empty_database(conn: psycopg.Connection[Any]) -> None:
+    with conn:
         conn.execute("DROP TABLE filler")
 
 
@@ -419,7 +428,7 @@ def test_a_full_postgresql_database_is_storage_full_and_recovers(tmp_path: Path)
             engram.beings.register("Aria")
             engram.views.ensure()
             engram.notes.take("Aria", NoteInput(kind="todo", text="written before"))
-            _fill_database(url)
+            filler = _fill_database(url)
             with pytest.raises(StorageFull) as info:
                 engram.views.ensure()
             database = f"PostgreSQL database {url.rsplit('/', 1)[1]} on "
@@ -429,7 +438,7 @@ def test_a_full_postgresql_database_is_storage_full_and_recovers(tmp_path: Path)
             with pytest.raises(StorageFull) as info:
                 engram.notes.take_many("Aria", batch)
             assert info.value.path.startswith(database) and engram.store.head() == head
-            _empty_database(url)
+            _empty_database(filler)
             engram.notes.take_many("Aria", batch)
             engram.views.ensure()
             [being] = engram.views.read.beings()
@@ -455,14 +464,14 @@ def test_vector_points_written_before_a_refused_commit_are_written_again_once(tm
                 node.embed(Embedding.from_floats("m", vector), engram.clock.now())
                 nodes.append(node)
             engram.store.save(*nodes)  # the log only: the views have not seen them
-            _fill_database(url)
+            filler = _fill_database(url)
             position = engram.views.positions(["vectors"])["vectors"]
             with pytest.raises(StorageFull):
                 engram.views.ensure(names=["vectors"])
             index, alias = engram.views.vector_index, nodes_alias("m")
             assert engram.views.positions(["vectors"])["vectors"] == position
             assert index.count(alias, being.id) > 0  # the index took the refused batch's points
-            _empty_database(url)
+            _empty_database(filler)
             engram.views.ensure(names=["vectors"])
             ids = [n.id for n in nodes]
             live = {p.id: dict(p.payload) for p in index.retrieve(alias, being.id, ids)}
